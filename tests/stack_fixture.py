@@ -1,0 +1,43 @@
+"""Helpers for starting the real local stack on free ports in a temporary state directory."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from workers.settings import Settings
+from workers.stack.process import port_is_free
+
+
+def free_port_block(size: int, exclude: set[int] | None = None) -> int:
+    """A base port such that base..base+size-1 are all free now."""
+    exclude = exclude or set()
+    for _ in range(500):
+        base = random.randint(20000, 60000)
+        block = set(range(base, base + size))
+        if block & exclude:
+            continue
+        if all(port_is_free(p) for p in block):
+            return base
+    raise RuntimeError("no free port block found")
+
+
+def make_test_settings(state_dir: Path, **overrides: str) -> Settings:
+    used: set[int] = set()
+    ports: dict[str, int] = {}
+    for name, size in (("pg", 1), ("s3", 8), ("kms", 1), ("temporal", 1), ("ui", 1)):
+        base = free_port_block(size, used)
+        used |= set(range(base, base + size))
+        ports[name] = base
+    env = {
+        "ERASURE_STATE_DIR": str(state_dir),
+        "ERASURE_PG_PORT": str(ports["pg"]),
+        "ERASURE_S3_PORT": str(ports["s3"]),
+        "ERASURE_KMS_PORT": str(ports["kms"]),
+        "ERASURE_TEMPORAL_PORT": str(ports["temporal"]),
+        "ERASURE_TEMPORAL_UI_PORT": str(ports["ui"]),
+        "ERASURE_INGESTION_DELAY_SECONDS": "2",
+        "ERASURE_LOG_FORMAT": "json",
+    }
+    env.update(overrides)
+    return Settings.from_env(env)

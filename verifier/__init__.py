@@ -1,0 +1,1 @@
+"""The verifier workflow, its independent checks, and signed PII-free receipts."""

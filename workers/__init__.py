@@ -1,0 +1,1 @@
+"""Runnable processes and their wiring: worker, CLI, settings, logging, local stack launcher."""

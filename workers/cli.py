@@ -1,0 +1,90 @@
+"""The ``erasure`` command line for compliance staff and operators."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from collections.abc import Callable, Sequence
+
+import psycopg
+
+from workers.errors import ErasureCliError
+from workers.logging_setup import configure_logging
+from workers.settings import Settings
+
+Handler = Callable[[argparse.Namespace, Settings], int]
+
+
+def _stack_up(_args: argparse.Namespace, settings: Settings) -> int:
+    from workers.stack import launcher
+
+    print(f"Starting the local stack (state: {settings.state_path})")
+    launcher.up(settings)
+    return 0
+
+
+def _stack_down(_args: argparse.Namespace, settings: Settings) -> int:
+    from workers.stack import launcher
+
+    launcher.down(settings)
+    return 0
+
+
+def _stack_status(_args: argparse.Namespace, settings: Settings) -> int:
+    from workers.stack import launcher
+
+    st = launcher.status(settings)
+    for part in st.parts:
+        extra = f"  ({part.detail})" if part.detail else ""
+        print(f"  {part.name:<9} {part.state:<22} {part.endpoint}{extra}")
+    print(f"Temporal UI: {settings.ui_url}")
+    return 0 if st.all_healthy else 3
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="erasure", description="Durable right-to-be-forgotten orchestration."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    stack = sub.add_parser("stack", help="start, stop and inspect the local stack")
+    stack_sub = stack.add_subparsers(dest="stack_command", required=True)
+    stack_sub.add_parser(
+        "up", help="start every part, apply migrations, create buckets and key"
+    ).set_defaults(handler=_stack_up)
+    stack_sub.add_parser("down", help="stop exactly the processes 'up' started").set_defaults(
+        handler=_stack_down
+    )
+    stack_sub.add_parser("status", help="running/healthy/stopped per part").set_defaults(
+        handler=_stack_status
+    )
+
+    from workers import commands
+
+    commands.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")  # pgserver's platformdirs, harmless
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        settings = Settings.from_env()
+        configure_logging(settings.log_format)
+        handler: Handler = args.handler
+        return handler(args, settings)
+    except ErasureCliError as exc:
+        print(f"erasure: error: {exc}", file=sys.stderr)
+        return 2
+    except psycopg.OperationalError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"erasure: error: cannot reach Postgres: {first}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""The local stack's AWS-KMS-compatible endpoint: moto's server with one persistent key.
+
+moto keeps keys in memory and draws key material at random, so a restarted endpoint could no longer
+unwrap the data keys wrapped before. This wrapper creates the configured key with a fixed id and key
+material kept in the state directory (mode 0600), then serves moto's KMS API in the same process.
+Keys created later through the API (per-user key mode) live only until the endpoint stops.
+
+Run as ``python -m workers.local_kms --port P --state FILE``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import signal
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+ACCOUNT_ID = "123456789012"
+
+
+def load_or_create_key_state(path: Path) -> dict[str, str]:
+    if path.exists():
+        data: dict[str, str] = json.loads(path.read_text())
+        return data
+    data = {"key_id": str(uuid.uuid4()), "material": secrets.token_hex(32)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(data, fh)
+    return data
+
+
+def read_key_id(path: Path) -> str | None:
+    if not path.exists():
+        return None
+    return str(json.loads(path.read_text())["key_id"])
+
+
+def _install_key(state: dict[str, str], region: str) -> None:
+    from moto.kms.models import kms_backends
+
+    backend: Any = kms_backends[ACCOUNT_ID][region]
+    if state["key_id"] in backend.keys:
+        return
+    key = backend.create_key(
+        policy=None,
+        key_usage="ENCRYPT_DECRYPT",
+        key_spec="SYMMETRIC_DEFAULT",
+        description="erasure-orchestrator local wrapping key",
+        tags=None,
+    )
+    # moto draws a random id and material: give the key its recorded id and material instead.
+    del backend.keys[key.id]
+    key.arn = key.arn.replace(key.id, state["key_id"])
+    key.id = state["key_id"]
+    key.key_material = bytes.fromhex(state["material"])
+    backend.keys[key.id] = key
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--state", type=Path, required=True)
+    parser.add_argument("--region", default="us-east-1")
+    args = parser.parse_args()
+
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
+    from moto.server import ThreadedMotoServer
+
+    state = load_or_create_key_state(args.state)
+    _install_key(state, args.region)
+    server = ThreadedMotoServer(ip_address=args.host, port=args.port, verbose=False)
+    server.start()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop.wait()
+    server.stop()
+
+
+if __name__ == "__main__":
+    main()

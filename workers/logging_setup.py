@@ -1,0 +1,99 @@
+"""structlog, configured once: console on a terminal, JSON otherwise, and no raw identifiers.
+
+``refuse_raw_identifiers`` is a processor that drops known raw-identifier fields and masks any value
+registered as sensitive (the raw user ids an activity is handling) wherever it appears in an event.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from collections.abc import Iterator, MutableMapping
+from contextlib import contextmanager
+from typing import Any
+
+import structlog
+
+#: Field names that may hold raw identity or content; their values never reach a log line.
+FORBIDDEN_FIELDS = frozenset(
+    {"user", "user_id", "userid", "raw_user_id", "email", "content", "text", "query", "session_text"}
+)
+REDACTED = "[redacted]"
+
+_sensitive_lock = threading.Lock()
+_sensitive: dict[str, int] = {}
+_configured = False
+
+
+@contextmanager
+def sensitive(*values: str) -> Iterator[None]:
+    """Register raw values (e.g. a user id being erased) to be masked in every log line meanwhile."""
+    items = [v for v in values if v]
+    with _sensitive_lock:
+        for v in items:
+            _sensitive[v] = _sensitive.get(v, 0) + 1
+    try:
+        yield
+    finally:
+        with _sensitive_lock:
+            for v in items:
+                _sensitive[v] -= 1
+                if not _sensitive[v]:
+                    del _sensitive[v]
+
+
+def _mask(value: Any, needles: list[str]) -> Any:
+    if isinstance(value, str):
+        for needle in needles:
+            if needle in value:
+                value = value.replace(needle, REDACTED)
+        return value
+    if isinstance(value, dict):
+        return {k: _mask(v, needles) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_mask(v, needles) for v in value)
+    return value
+
+
+def refuse_raw_identifiers(
+    _logger: Any, _method: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    for key in list(event_dict):
+        if key.lower() in FORBIDDEN_FIELDS:
+            event_dict[key] = REDACTED
+    with _sensitive_lock:
+        needles = sorted(_sensitive, key=len, reverse=True)
+    if needles:
+        for key, value in list(event_dict.items()):
+            event_dict[key] = _mask(value, needles)
+    return event_dict
+
+
+def configure_logging(log_format: str = "auto", level: int = logging.INFO) -> None:
+    """Configure structlog and the stdlib root logger once per process."""
+    global _configured
+    as_json = log_format == "json" or (log_format == "auto" and not sys.stderr.isatty())
+    renderer: Any = structlog.processors.JSONRenderer() if as_json else structlog.dev.ConsoleRenderer()
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            refuse_raw_identifiers,
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+    if not _configured:
+        logging.basicConfig(
+            level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s %(message)s"
+        )
+    _configured = True
+
+
+def get_logger(name: str) -> Any:
+    return structlog.get_logger(name)

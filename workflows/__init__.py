@@ -1,0 +1,1 @@
+"""Temporal workflow definitions and the PII-free contracts they exchange."""
