@@ -18,11 +18,13 @@ from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.testing import WorkflowEnvironment
 
-from stores.migrate import apply_migrations
+from stores.migrate import prepare_database
+from stores.platform import Platform
 from tests.stack_fixture import make_test_settings
 from workers.settings import Settings
 from workers.stack import launcher
 from workers.stack.parts import KmsPart, PostgresPart, S3Part, find_binary
+from workers.wiring import build_platform
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
 
 warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
@@ -39,7 +41,7 @@ def local_stack(stack_settings: Settings) -> Iterator[Settings]:
     parts = [PostgresPart(stack_settings), S3Part(stack_settings), KmsPart(stack_settings)]
     try:
         launcher.up(stack_settings, echo=lambda _m: None, parts=parts)
-        apply_migrations(stack_settings.postgres_url)
+        prepare_database(stack_settings.postgres_url)
         launcher.ensure_buckets(stack_settings)
         yield stack_settings
     finally:
@@ -62,9 +64,7 @@ async def temporal_env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterato
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
-    env = await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=find_binary("temporal-test-server")
-    )
+    env = await WorkflowEnvironment.start_time_skipping(test_server_existing_path=find_binary("temporal-test-server"))
     # The test server cannot take search attributes at start: register them, or workflow tasks fail.
     await env.client.operator_service.add_search_attributes(
         AddSearchAttributesRequest(
@@ -83,3 +83,13 @@ async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
 @pytest.fixture
 def state_dir(tmp_path: Path) -> Path:
     return tmp_path / "state"
+
+
+@pytest.fixture(scope="session")
+def platform(local_stack: Settings) -> Iterator[Platform]:
+    """The store layer on the test stack (secrets generated into the test state dir)."""
+    p = build_platform(local_stack, key_cache_ttl=0.0)
+    try:
+        yield p
+    finally:
+        p.close()

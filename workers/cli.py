@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 import psycopg
 
+from stores.errors import StoreError
 from workers.errors import ErasureCliError
 from workers.logging_setup import configure_logging
 from workers.settings import Settings
@@ -43,22 +44,16 @@ def _stack_status(_args: argparse.Namespace, settings: Settings) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="erasure", description="Durable right-to-be-forgotten orchestration."
-    )
+    parser = argparse.ArgumentParser(prog="erasure", description="Durable right-to-be-forgotten orchestration.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     stack = sub.add_parser("stack", help="start, stop and inspect the local stack")
     stack_sub = stack.add_subparsers(dest="stack_command", required=True)
-    stack_sub.add_parser(
-        "up", help="start every part, apply migrations, create buckets and key"
-    ).set_defaults(handler=_stack_up)
-    stack_sub.add_parser("down", help="stop exactly the processes 'up' started").set_defaults(
-        handler=_stack_down
+    stack_sub.add_parser("up", help="start every part, apply migrations, create buckets and key").set_defaults(
+        handler=_stack_up
     )
-    stack_sub.add_parser("status", help="running/healthy/stopped per part").set_defaults(
-        handler=_stack_status
-    )
+    stack_sub.add_parser("down", help="stop exactly the processes 'up' started").set_defaults(handler=_stack_down)
+    stack_sub.add_parser("status", help="running/healthy/stopped per part").set_defaults(handler=_stack_status)
 
     from workers import commands
 
@@ -75,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         configure_logging(settings.log_format)
         handler: Handler = args.handler
         return handler(args, settings)
-    except ErasureCliError as exc:
+    except (ErasureCliError, StoreError) as exc:
         print(f"erasure: error: {exc}", file=sys.stderr)
         return 2
     except psycopg.OperationalError as exc:

@@ -89,9 +89,7 @@ def configure_logging(log_format: str = "auto", level: int = logging.INFO) -> No
         cache_logger_on_first_use=False,
     )
     if not _configured:
-        logging.basicConfig(
-            level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s %(message)s"
-        )
+        logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s %(message)s")
     _configured = True
 
 

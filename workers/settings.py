@@ -26,18 +26,14 @@ def _env(name: str, default: str, help_: str, *, required_in_production: bool = 
 class Settings:
     """Raw settings as strings; typed accessors below parse and validate them."""
 
-    state_dir: str = _env(
-        "ERASURE_STATE_DIR", ".state", "Directory for local stack data, pids, logs and secrets."
-    )
+    state_dir: str = _env("ERASURE_STATE_DIR", ".state", "Directory for local stack data, pids, logs and secrets.")
     temporal_address: str = _env(
         "ERASURE_TEMPORAL_ADDRESS",
         "",
         "host:port of an external Temporal frontend. Empty: the local dev server on ERASURE_TEMPORAL_PORT.",
         required_in_production=True,
     )
-    temporal_port: str = _env(
-        "ERASURE_TEMPORAL_PORT", "7233", "Port of the local Temporal dev server (gRPC)."
-    )
+    temporal_port: str = _env("ERASURE_TEMPORAL_PORT", "7233", "Port of the local Temporal dev server (gRPC).")
     temporal_ui_port: str = _env("ERASURE_TEMPORAL_UI_PORT", "8233", "Port of the local Temporal web UI.")
     temporal_ui_url: str = _env(
         "ERASURE_TEMPORAL_UI_URL", "", "Base URL of Temporal UI for links. Empty: the local UI's URL."
@@ -63,9 +59,7 @@ class Settings:
     s3_region: str = _env("ERASURE_S3_REGION", "us-east-1", "Region for S3 and KMS clients.")
     artifact_bucket: str = _env("ERASURE_ARTIFACT_BUCKET", "erasure-artifacts", "Bucket of agent artifacts.")
     log_bucket: str = _env("ERASURE_LOG_BUCKET", "erasure-logs", "Bucket of the shipped log archive.")
-    receipt_bucket: str = _env(
-        "ERASURE_RECEIPT_BUCKET", "erasure-receipts", "Bucket receipts are exported to."
-    )
+    receipt_bucket: str = _env("ERASURE_RECEIPT_BUCKET", "erasure-receipts", "Bucket receipts are exported to.")
     kms_endpoint: str = _env(
         "ERASURE_KMS_ENDPOINT",
         "",
@@ -103,9 +97,7 @@ class Settings:
         "Hex AES-256 key of the Temporal payload codec. Empty: generated once into the state dir.",
         required_in_production=True,
     )
-    log_format: str = _env(
-        "ERASURE_LOG_FORMAT", "auto", "Log output: auto (console on a terminal), json or console."
-    )
+    log_format: str = _env("ERASURE_LOG_FORMAT", "auto", "Log output: auto (console on a terminal), json or console.")
     metrics_port: str = _env("ERASURE_METRICS_PORT", "0", "Prometheus metrics port of the worker (0: off).")
 
     # ----- construction -------------------------------------------------------------------------

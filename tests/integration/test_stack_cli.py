@@ -47,9 +47,7 @@ def test_stack_up_status_down(tmp_path: Path) -> None:
         status = run(env, "stack", "status")
         assert status.returncode == 0, status.stdout + status.stderr
         for part in ("postgres", "s3", "kms", "temporal"):
-            assert any(line.split()[:2] == [part, "healthy"] for line in status.stdout.splitlines()), (
-                status.stdout
-            )
+            assert any(line.split()[:2] == [part, "healthy"] for line in status.stdout.splitlines()), status.stdout
         with urllib.request.urlopen(settings.ui_url, timeout=10) as resp:  # noqa: S310 - local UI
             assert resp.status == 200
 

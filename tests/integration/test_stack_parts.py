@@ -37,9 +37,7 @@ async def test_workflow_runs_on_dev_server(temporal_env: WorkflowEnvironment) ->
     queue = f"tq-{uuid.uuid4()}"
     async with Worker(temporal_env.client, task_queue=queue, workflows=[ShoutWorkflow], activities=[shout]):
         result = await asyncio.wait_for(
-            temporal_env.client.execute_workflow(
-                ShoutWorkflow.run, "ping", id=f"wf-{uuid.uuid4()}", task_queue=queue
-            ),
+            temporal_env.client.execute_workflow(ShoutWorkflow.run, "ping", id=f"wf-{uuid.uuid4()}", task_queue=queue),
             30,
         )
     assert result == "PING"

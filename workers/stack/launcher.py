@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from botocore.exceptions import ClientError
 
 from stores.aws_clients import s3_client
-from stores.migrate import apply_migrations
+from stores.migrate import prepare_database
 from workers.errors import StackError
 from workers.local_kms import read_key_id
 from workers.settings import Settings
@@ -42,9 +42,7 @@ def ensure_buckets(settings: Settings) -> None:
             try:
                 s3.create_bucket(Bucket=bucket)
             except ClientError as exc:
-                raise StackError(
-                    f"s3: cannot create bucket {bucket}: {exc.response['Error']['Code']}"
-                ) from None
+                raise StackError(f"s3: cannot create bucket {bucket}: {exc.response['Error']['Code']}") from None
         if versioned:
             s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
 
@@ -73,7 +71,7 @@ async def _register_search_attributes(settings: Settings) -> None:
 
 def setup(settings: Settings, echo: Echo) -> None:
     """Everything after the processes are healthy: migrations, buckets, key, search attributes."""
-    applied = apply_migrations(settings.postgres_url)
+    applied = prepare_database(settings.postgres_url)
     echo(f"  migrations: {'applied ' + ', '.join(map(str, applied)) if applied else 'up to date'}")
     ensure_buckets(settings)
     echo(f"  buckets: {', '.join(bucket_plan(settings))}")

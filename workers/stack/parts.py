@@ -79,9 +79,7 @@ class Part(ABC):
         """Start (if embedded and not running) and wait until healthy; returns what happened."""
         if not self.embedded:
             if not self._safe_healthy():
-                raise StackError(
-                    f"{self.name}: external endpoint {self.endpoint} is unreachable or unhealthy"
-                )
+                raise StackError(f"{self.name}: external endpoint {self.endpoint} is unreachable or unhealthy")
             return "external"
         proc = self.process()
         if proc.is_running():
@@ -104,15 +102,11 @@ class Part(ABC):
     def status(self) -> PartStatus:
         healthy = self._safe_healthy()
         if not self.embedded:
-            return PartStatus(
-                self.name, "external-healthy" if healthy else "external-unreachable", self.endpoint
-            )
+            return PartStatus(self.name, "external-healthy" if healthy else "external-unreachable", self.endpoint)
         proc = self.process()
         if not proc.is_running():
             return PartStatus(self.name, "stopped", self.endpoint)
-        return PartStatus(
-            self.name, "healthy" if healthy else "running", self.endpoint, f"log: {proc.log_file}"
-        )
+        return PartStatus(self.name, "healthy" if healthy else "running", self.endpoint, f"log: {proc.log_file}")
 
     def _safe_healthy(self) -> bool:
         try:
@@ -187,9 +181,7 @@ class PostgresPart(Part):
         try:
             from pgserver._commands import POSTGRES_BIN_PATH
         except ImportError:
-            raise StackError(
-                "embedded Postgres needs the 'pgserver' package: pip install -e '.[dev]'"
-            ) from None
+            raise StackError("embedded Postgres needs the 'pgserver' package: pip install -e '.[dev]'") from None
         return str(Path(POSTGRES_BIN_PATH) / name)
 
     def _user(self) -> str | None:
@@ -209,9 +201,7 @@ class PostgresPart(Part):
             "-k",
             str(sock),
         ]
-        return ManagedProcess(
-            self.name, argv, self.run_dir, [port], user=self._user(), stop_signal=signal.SIGINT
-        )
+        return ManagedProcess(self.name, argv, self.run_dir, [port], user=self._user(), stop_signal=signal.SIGINT)
 
     def prepare(self) -> None:
         import subprocess

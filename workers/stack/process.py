@@ -86,9 +86,7 @@ class ManagedProcess:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         binary = self.argv[0]
         if not Path(binary).exists():
-            raise StackError(
-                f"{self.name}: binary {binary} not found; run 'make install' (pip install -e .[dev])"
-            )
+            raise StackError(f"{self.name}: binary {binary} not found; run 'make install' (pip install -e .[dev])")
         log = self.log_file.open("ab")
         try:
             proc = subprocess.Popen(
@@ -104,9 +102,7 @@ class ManagedProcess:
         finally:
             log.close()
         create_time = psutil.Process(proc.pid).create_time()
-        self.pid_file.write_text(
-            json.dumps({"pid": proc.pid, "create_time": create_time, "argv": list(self.argv)})
-        )
+        self.pid_file.write_text(json.dumps({"pid": proc.pid, "create_time": create_time, "argv": list(self.argv)}))
 
     def wait_healthy(self, check: Callable[[], bool], timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -119,9 +115,7 @@ class ManagedProcess:
             except Exception:  # noqa: S110 - any failure of a health probe means "not yet"
                 pass
             time.sleep(0.3)
-        raise StackError(
-            f"{self.name} did not become healthy within {timeout:.0f}s; see its log: {self.log_file}"
-        )
+        raise StackError(f"{self.name} did not become healthy within {timeout:.0f}s; see its log: {self.log_file}")
 
     def stop(self, timeout: float = 20.0) -> bool:
         """Stop the recorded process and its children; returns whether one was running."""

@@ -1,0 +1,130 @@
+"""Artifacts in S3: the key layout and the erase adapter that removes every version and marker.
+
+Key layout (every component percent-encoded, so no user's prefix can match another user's)::
+
+    a/<app>/<user>/sessions/<session>/<filename>/<version>     session-scoped artifacts
+    a/<app>/<user>/user/<filename>/<version>                   ``user:``-prefixed, user-wide artifacts
+
+Blobs are the ADK ``Part`` as JSON, sealed with the user's data key (AES-256-GCM); the data key id is in
+the blob header and in the object's metadata. Works on versioned and unversioned buckets: the erase
+adapter lists object versions and delete markers under one scope prefix at a time and removes them with
+``DeleteObjects`` in batches of at most 1,000 keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from stores.identity import key_part, validate_app_name, validate_id
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+BATCH = 1000
+USER_SCOPE_PREFIX = "user:"
+
+
+def user_prefix(app_name: str, user_id: str) -> str:
+    return f"a/{key_part(validate_app_name(app_name))}/{key_part(validate_id(user_id))}/"
+
+
+def session_prefix(app_name: str, user_id: str, session_id: str) -> str:
+    return f"{user_prefix(app_name, user_id)}sessions/{key_part(validate_id(session_id, 'session id'))}/"
+
+
+def user_scope_prefix(app_name: str, user_id: str) -> str:
+    return f"{user_prefix(app_name, user_id)}user/"
+
+
+def artifact_prefix(app_name: str, user_id: str, filename: str, session_id: str | None) -> str:
+    validate_id(filename, "filename")
+    if filename.startswith(USER_SCOPE_PREFIX) or session_id is None:
+        return f"{user_scope_prefix(app_name, user_id)}{key_part(filename)}/"
+    return f"{session_prefix(app_name, user_id, session_id)}{key_part(filename)}/"
+
+
+# ----- erase adapter -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScopeListing:
+    versions: int
+    delete_markers: int
+
+    @property
+    def total(self) -> int:
+        return self.versions + self.delete_markers
+
+
+class ArtifactEraser:
+    """Removes every object version and delete marker under one user's scopes, 1,000 keys a request."""
+
+    def __init__(self, s3: S3Client, bucket: str) -> None:
+        self._s3 = s3
+        self._bucket = bucket
+
+    def _entries(self, prefix: str) -> Iterator[tuple[list[dict[str, str]], int, int]]:
+        """Pages of (delete entries, versions, markers) under a prefix."""
+        pages = self._s3.get_paginator("list_object_versions").paginate(
+            Bucket=self._bucket, Prefix=prefix, PaginationConfig={"PageSize": BATCH}
+        )
+        for page in pages:
+            entries: list[dict[str, str]] = []
+            versions = page.get("Versions", [])
+            markers = page.get("DeleteMarkers", [])
+            for item in [*versions, *markers]:
+                entry = {"Key": item["Key"]}
+                if item.get("VersionId") and item["VersionId"] != "null":
+                    entry["VersionId"] = item["VersionId"]
+                entries.append(entry)
+            if entries:
+                yield entries, len(versions), len(markers)
+
+    def erase_prefix(self, prefix: str, on_batch: Callable[[int], None] | None = None) -> int:
+        """Delete every version and marker under ``prefix``; idempotent. Returns entries removed."""
+        removed = 0
+        pending: list[dict[str, str]] = []
+
+        def flush() -> None:
+            nonlocal removed, pending
+            while pending:
+                batch, pending = pending[:BATCH], pending[BATCH:]
+                result: Any = self._s3.delete_objects(
+                    Bucket=self._bucket,
+                    Delete={"Objects": batch, "Quiet": True},  # type: ignore[typeddict-item]
+                )
+                errors = result.get("Errors", [])
+                if errors:
+                    codes = sorted({e.get("Code", "?") for e in errors})
+                    raise PermissionError(f"S3 refused to delete {len(errors)} keys: {', '.join(codes)}")
+                removed += len(batch)
+                if on_batch:
+                    on_batch(removed)
+
+        for entries, _v, _m in self._entries(prefix):
+            pending.extend(entries)
+            if len(pending) >= BATCH:
+                flush()
+        flush()
+        return removed
+
+    def count_prefix(self, prefix: str) -> ScopeListing:
+        versions = markers = 0
+        for _entries, v, m in self._entries(prefix):
+            versions += v
+            markers += m
+        return ScopeListing(versions, markers)
+
+    def erase_session(
+        self, app_name: str, user_id: str, session_id: str, on_batch: Callable[[int], None] | None = None
+    ) -> int:
+        return self.erase_prefix(session_prefix(app_name, user_id, session_id), on_batch)
+
+    def erase_user_scope(self, app_name: str, user_id: str, on_batch: Callable[[int], None] | None = None) -> int:
+        return self.erase_prefix(user_scope_prefix(app_name, user_id), on_batch)
+
+    def count_user(self, app_name: str, user_id: str) -> ScopeListing:
+        """Everything under the user's prefix: every session scope and the user scope."""
+        return self.count_prefix(user_prefix(app_name, user_id))

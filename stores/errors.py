@@ -1,0 +1,33 @@
+"""Errors of the store layer.
+
+StoreError
+├── InvalidIdentifier      an app, user or session id that can never be valid (non-retryable)
+├── UnknownSchema          a google-adk schema version this code does not know (non-retryable)
+├── DataKeyShredded        a ciphertext whose data key no longer exists (crypto-shredded)
+├── CiphertextInvalid      bytes that are not one of our ciphertexts, or were tampered with
+└── RequestNotFound        no erasure request with that id
+"""
+
+
+class StoreError(Exception):
+    """Base of every error raised by ``stores``."""
+
+
+class InvalidIdentifier(StoreError):
+    """An identifier that can never be valid; the message never repeats the identifier itself."""
+
+
+class UnknownSchema(StoreError):
+    """The database holds a google-adk session schema version this code does not know."""
+
+
+class DataKeyShredded(StoreError):
+    """The data key of this ciphertext was destroyed: the data is unreadable by design."""
+
+
+class CiphertextInvalid(StoreError):
+    """Not a ciphertext of ours, or it failed authentication."""
+
+
+class RequestNotFound(StoreError):
+    """No erasure request with that id."""

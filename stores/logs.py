@@ -1,0 +1,194 @@
+"""The platform's log archive: JSON lines in S3 segments, indexed by subject key at ship time.
+
+A segment is one object per (time window, shard). When it ships, ``log_subject_index`` records which
+subjects have lines in it, so a purge rewrites only the segments the index names. A purge removes every
+line of the user (by its ``user_id`` field, and any line whose free text names the raw identifier as a
+whole token), replaces the object, removes every older version of it, then drops the index row. Each
+segment is one resumable unit: a retry after a crash at any point finishes the job and changes nothing more.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from psycopg_pool import ConnectionPool
+
+from stores.identity import subject_key
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+
+@dataclass(frozen=True)
+class LogLine:
+    ts: str
+    app: str
+    user_id: str | None
+    level: str
+    msg: str
+    #: Users the line mentions in its free text (known to the logging code); indexed, not written.
+    mentioned: tuple[str, ...] = ()
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"ts": self.ts, "level": self.level, "app": self.app, "user_id": self.user_id, "msg": self.msg},
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
+
+
+def segment_key(window_start: datetime, shard: int) -> str:
+    return f"logs/{window_start:%Y/%m/%d/%H%M}-shard{shard:02d}.jsonl"
+
+
+#: Free-text matching only for identifiers at least this long: a one- or two-letter id would match
+#: ordinary words in other users' lines. Lines carrying the id in their ``user_id`` field always match.
+MIN_MENTION_LENGTH = 5
+
+
+def mentions(text: str, raw_id: str) -> bool:
+    """Whether ``raw_id`` appears in ``text`` as a whole token (``bob`` is not in ``bobby``)."""
+    if len(raw_id) < MIN_MENTION_LENGTH:
+        return False
+    return re.search(rf"(?<![\w@.+-]){re.escape(raw_id)}(?![\w@+-]|\.\w)", text) is not None
+
+
+def line_of_user(record: dict[str, Any], app_name: str, user_id: str) -> bool:
+    if record.get("app") == app_name and record.get("user_id") == user_id:
+        return True
+    return mentions(str(record.get("msg", "")), user_id)
+
+
+class LogArchive:
+    def __init__(self, s3: S3Client, bucket: str, pool: ConnectionPool, subject_secret: bytes) -> None:
+        self._s3 = s3
+        self._bucket = bucket
+        self._pool = pool
+        self._secret = subject_secret
+
+    # ----- shipping -------------------------------------------------------------------------------
+
+    def ship(self, lines: Sequence[LogLine], window_start: datetime, shard: int) -> str:
+        key = segment_key(window_start, shard)
+        body = "".join(line.to_json() + "\n" for line in lines).encode("utf-8")
+        self._s3.put_object(Bucket=self._bucket, Key=key, Body=body, ContentType="application/x-ndjson")
+        per_subject: dict[str, int] = {}
+        for line in lines:
+            for user in {u for u in (line.user_id, *line.mentioned) if u}:
+                sk = subject_key(self._secret, line.app, user)
+                per_subject[sk] = per_subject.get(sk, 0) + 1
+        with self._pool.connection() as conn, conn.transaction():
+            conn.execute(
+                "INSERT INTO log_segments (segment_key, window_start, shard, line_count) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (segment_key) DO UPDATE SET line_count = EXCLUDED.line_count",
+                (key, window_start, shard, len(lines)),
+            )
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO log_subject_index (subject_key, segment_key, line_count) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (subject_key, segment_key) DO UPDATE SET line_count = EXCLUDED.line_count",
+                    [(sk, key, n) for sk, n in per_subject.items()],
+                )
+        return key
+
+    # ----- reading --------------------------------------------------------------------------------
+
+    def segments_of(self, subject: str) -> list[str]:
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT segment_key FROM log_subject_index WHERE subject_key = %s ORDER BY segment_key",
+                (subject,),
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def read(self, key: str) -> list[dict[str, Any]]:
+        body = self._s3.get_object(Bucket=self._bucket, Key=key)["Body"].read().decode("utf-8")
+        return [json.loads(line) for line in body.splitlines() if line.strip()]
+
+    def recent_segments(self, limit: int) -> list[str]:
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT segment_key FROM log_segments ORDER BY window_start DESC, segment_key LIMIT %s",
+                (limit,),
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def count_user_lines(self, keys: Iterable[str], app_name: str, user_id: str) -> int:
+        total = 0
+        for key in keys:
+            try:
+                records = self.read(key)
+            except self._s3.exceptions.NoSuchKey:
+                continue
+            total += sum(1 for r in records if line_of_user(r, app_name, user_id))
+        return total
+
+    def old_versions(self, key: str) -> int:
+        """Non-current versions and delete markers of one segment object."""
+        listing = self._s3.list_object_versions(Bucket=self._bucket, Prefix=key)
+        versions = [v for v in listing.get("Versions", []) if v["Key"] == key and not v.get("IsLatest")]
+        markers = [m for m in listing.get("DeleteMarkers", []) if m["Key"] == key]
+        return len(versions) + len(markers)
+
+    # ----- purge ----------------------------------------------------------------------------------
+
+    def purge_segment(self, key: str, app_name: str, user_id: str, subject: str) -> int:
+        """Remove the user's lines from one segment; returns lines removed (0 on a repeat)."""
+        records = self.read(key)
+        kept = [r for r in records if not line_of_user(r, app_name, user_id)]
+        removed = len(records) - len(kept)
+        current_version: str | None = None
+        if removed:
+            body = "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in kept)
+            put = self._s3.put_object(
+                Bucket=self._bucket, Key=key, Body=body.encode("utf-8"), ContentType="application/x-ndjson"
+            )
+            current_version = put.get("VersionId")
+        self._drop_old_versions(key, current_version)
+        with self._pool.connection() as conn, conn.transaction():
+            conn.execute("DELETE FROM log_subject_index WHERE subject_key = %s AND segment_key = %s", (subject, key))
+            if removed:
+                conn.execute("UPDATE log_segments SET line_count = %s WHERE segment_key = %s", (len(kept), key))
+        return removed
+
+    def _drop_old_versions(self, key: str, keep_version: str | None) -> None:
+        listing = self._s3.list_object_versions(Bucket=self._bucket, Prefix=key)
+        doomed: list[dict[str, str]] = []
+        for v in listing.get("Versions", []):
+            if v["Key"] != key or not v.get("VersionId") or v["VersionId"] == "null":
+                continue
+            if v["VersionId"] == keep_version or (keep_version is None and v.get("IsLatest")):
+                continue
+            doomed.append({"Key": key, "VersionId": v["VersionId"]})
+        doomed += [
+            {"Key": key, "VersionId": m["VersionId"]}
+            for m in listing.get("DeleteMarkers", [])
+            if m["Key"] == key and m.get("VersionId")
+        ]
+        for start in range(0, len(doomed), 1000):
+            self._s3.delete_objects(
+                Bucket=self._bucket,
+                Delete={"Objects": doomed[start : start + 1000], "Quiet": True},  # type: ignore[typeddict-item]
+            )
+
+    def purge_user(
+        self,
+        app_name: str,
+        user_id: str,
+        subject: str,
+        skip: int = 0,
+        on_segment: Callable[[int, int], None] | None = None,
+    ) -> tuple[int, int]:
+        """Purge every indexed segment, resuming after ``skip`` done; returns (segments, lines)."""
+        keys = self.segments_of(subject)
+        lines = 0
+        for n, key in enumerate(keys):
+            lines += self.purge_segment(key, app_name, user_id, subject)
+            if on_segment:
+                on_segment(skip + n + 1, lines)
+        return len(keys), lines

@@ -1,0 +1,289 @@
+"""Memory rows on Postgres with provenance, and the eraser that follows provenance to derived rows.
+
+Every row carries provenance: app, user, source session, kind (episode, fact, summary), ``derived_from``
+(the memory ids a derived row drew on, possibly of several users) and ``source_sessions``. Content is
+sealed with the owner's data key; a 64-dimension embedding (pgvector) serves search; ``token_digests``
+holds keyed hashes of the row's words so canary checks find copies anywhere by an indexed lookup without
+any token in clear.
+
+The ADK-facing services and the write fence live in ``stores.memory_service``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from psycopg_pool import ConnectionPool
+
+from stores.embedding import Embedder, HashingEmbedder, tokens, vector_literal
+from stores.errors import DataKeyShredded
+from stores.identity import session_ref, subject_key, token_digest
+from stores.keys import DataKeyStore
+
+KINDS = ("episode", "fact", "summary")
+
+
+@dataclass(frozen=True)
+class NewMemory:
+    app_name: str
+    user_id: str
+    text: str
+    kind: str = "episode"
+    session_id: str | None = None
+    derived_from: Sequence[uuid.UUID] = ()
+    source_sessions: Sequence[str] = ()
+    author: str | None = None
+    created_at: datetime | None = None
+    id: uuid.UUID = field(default_factory=uuid.uuid4)
+
+
+@dataclass(frozen=True)
+class FoundMemory:
+    id: str
+    text: str
+    author: str | None
+    created_at: datetime
+
+
+class MemoryStore:
+    """Synchronous row access: writes with provenance, search, and the reads the eraser needs."""
+
+    def __init__(
+        self,
+        pool: ConnectionPool,
+        keys: DataKeyStore,
+        subject_secret: bytes,
+        embedder: Embedder | None = None,
+    ) -> None:
+        self._pool = pool
+        self._keys = keys
+        self._secret = subject_secret
+        self._embedder = embedder or HashingEmbedder()
+
+    def insert(self, memories: Iterable[NewMemory]) -> list[uuid.UUID]:
+        rows = []
+        for m in memories:
+            if m.kind not in KINDS:
+                raise ValueError(f"unknown memory kind {m.kind!r}")
+            sk = subject_key(self._secret, m.app_name, m.user_id)
+            key_id, sealed = self._keys.encrypt(sk, m.text.encode("utf-8"), m.id.bytes)
+            digests = sorted({token_digest(self._secret, t) for t in tokens(m.text)})
+            rows.append(
+                (
+                    m.id,
+                    m.app_name,
+                    m.user_id,
+                    sk,
+                    m.session_id,
+                    m.kind,
+                    list(m.derived_from),
+                    list(m.source_sessions),
+                    m.author,
+                    key_id,
+                    sealed,
+                    digests,
+                    vector_literal(self._embedder.embed(m.text)),
+                    m.created_at or datetime.now(UTC),
+                )
+            )
+        if not rows:
+            return []
+        with self._pool.connection() as conn, conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO memories (id, app_name, user_id, subject_key, session_id, kind, derived_from, "
+                "source_sessions, author, key_id, content_sealed, token_digests, embedding, created_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::vector, %s) "
+                "ON CONFLICT (id) DO NOTHING",
+                rows,
+            )
+        return [r[0] for r in rows]
+
+    def decrypt_row(self, row_id: uuid.UUID, sealed: bytes) -> str:
+        return self._keys.decrypt(sealed, row_id.bytes).decode("utf-8")
+
+    def search(self, app_name: str, user_id: str, query: str, limit: int = 10) -> list[FoundMemory]:
+        vec = vector_literal(self._embedder.embed(query))
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT id, content_sealed, author, created_at FROM memories WHERE app_name = %s AND user_id = %s "
+                "ORDER BY embedding <=> %s::vector LIMIT %s",
+                (app_name, user_id, vec, limit),
+            ).fetchall()
+        out: list[FoundMemory] = []
+        for row_id, sealed, author, created in rows:
+            try:
+                text = self.decrypt_row(row_id, bytes(sealed))
+            except DataKeyShredded:
+                continue
+            out.append(FoundMemory(str(row_id), text, author, created))
+        return out
+
+    def delete(self, app_name: str, user_id: str, memory_id: str) -> int:
+        with self._pool.connection() as conn:
+            return conn.execute(
+                "DELETE FROM memories WHERE app_name = %s AND user_id = %s AND id = %s",
+                (app_name, user_id, uuid.UUID(memory_id)),
+            ).rowcount
+
+    def rows_of(self, app_name: str, user_id: str) -> list[tuple[uuid.UUID, str | None]]:
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT id, session_id FROM memories WHERE app_name = %s AND user_id = %s",
+                (app_name, user_id),
+            ).fetchall()
+        return [(r[0], r[1]) for r in rows]
+
+    def summarise(self, app_name: str, owner_user_id: str, memory_ids: Sequence[uuid.UUID]) -> uuid.UUID | None:
+        """Create a derived summary of the given memories (any users), filed under ``owner_user_id``."""
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT id, content_sealed, session_id, subject_key FROM memories WHERE id = ANY(%s)",
+                (list(memory_ids),),
+            ).fetchall()
+        parts: list[str] = []
+        sessions: set[str] = set()
+        used: list[uuid.UUID] = []
+        for row_id, sealed, session_id, owner in rows:
+            try:
+                text = self.decrypt_row(row_id, bytes(sealed))
+            except DataKeyShredded:
+                continue
+            parts.append(" ".join(text.split()[:12]))
+            used.append(row_id)
+            if session_id:
+                sessions.add(session_ref(owner, session_id))
+        if not used:
+            return None
+        summary = NewMemory(
+            app_name=app_name,
+            user_id=owner_user_id,
+            text="Summary: " + " / ".join(parts),
+            kind="summary",
+            derived_from=used,
+            source_sessions=sorted(sessions),
+            author="summariser",
+        )
+        return self.insert([summary])[0]
+
+
+# ----- erase adapter -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MemoryErasure:
+    rows: int
+    derived: int
+    derived_ids: list[str]
+
+
+class MemoryEraser:
+    """Deletes a user's rows and every row derived from them (transitively), by indexed lookups."""
+
+    def __init__(self, pool: ConnectionPool, batch: int = 1000) -> None:
+        self._pool = pool
+        self._batch = batch
+
+    def _closure(
+        self, app_name: str, user_id: str, session_refs: Sequence[str], created_before: datetime | None = None
+    ) -> tuple[list[uuid.UUID], list[uuid.UUID]]:
+        """(the user's own row ids, ids of rows derived from them or from their sessions).
+
+        ``session_refs`` are ``session_ref(subject key, session id)`` values of the erased sessions.
+        """
+        with self._pool.connection() as conn:
+            own = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT id FROM memories WHERE app_name = %s AND user_id = %s "
+                    "AND (%s::timestamptz IS NULL OR created_at < %s)",
+                    (app_name, user_id, created_before, created_before),
+                ).fetchall()
+            ]
+            seen = set(own)
+            derived: list[uuid.UUID] = []
+            frontier = list(own)
+            sessions = list(session_refs)
+            first = True
+            while frontier or (first and sessions):
+                rows = conn.execute(
+                    "SELECT id FROM memories WHERE derived_from && %s::uuid[] OR source_sessions && %s::text[]",
+                    (frontier, sessions if first else []),
+                ).fetchall()
+                first = False
+                frontier = [r[0] for r in rows if r[0] not in seen]
+                seen.update(frontier)
+                derived.extend(frontier)
+        return own, derived
+
+    def erase_user(
+        self, app_name: str, user_id: str, session_refs: Sequence[str], created_before: datetime | None = None
+    ) -> MemoryErasure:
+        own, derived = self._closure(app_name, user_id, session_refs, created_before)
+        ids = own + derived
+        deleted = 0
+        with self._pool.connection() as conn:
+            for start in range(0, len(ids), self._batch):
+                deleted += conn.execute(
+                    "DELETE FROM memories WHERE id = ANY(%s)", (ids[start : start + self._batch],)
+                ).rowcount
+        return MemoryErasure(rows=len(own), derived=len(derived), derived_ids=sorted(str(i) for i in derived))
+
+    def count_user(self, app_name: str, user_id: str, session_refs: Sequence[str]) -> tuple[int, int]:
+        own, derived = self._closure(app_name, user_id, session_refs)
+        return len(own), len(derived)
+
+    def count_derived_from(self, memory_ids: Sequence[str], session_refs: Sequence[str]) -> int:
+        """Rows whose provenance names any of these (erased) memories or sessions."""
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM memories WHERE derived_from && %s::uuid[] OR source_sessions && %s::text[]",
+                ([uuid.UUID(m) for m in memory_ids], list(session_refs)),
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    def count_with_digests(self, digests: Sequence[str]) -> int:
+        """Rows anywhere whose words include one of these keyed token digests (canary check)."""
+        if not digests:
+            return 0
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM memories WHERE token_digests && %s::text[]", (list(digests),)
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    def sample_sealed(self, app_name: str, user_id: str) -> tuple[str, bytes] | None:
+        """One (row id, ciphertext) of the user: kept by the verifier to prove the key is shredded."""
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT id, content_sealed FROM memories WHERE app_name = %s AND user_id = %s LIMIT 1",
+                (app_name, user_id),
+            ).fetchone()
+        return (str(row[0]), bytes(row[1])) if row else None
+
+    def user_token_counts(self, app_name: str, user_id: str, store: MemoryStore, limit: int = 200) -> dict[str, int]:
+        """Word frequencies over a bounded sample of the user's rows (decrypted in memory only)."""
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT id, content_sealed FROM memories WHERE app_name = %s AND user_id = %s LIMIT %s",
+                (app_name, user_id, limit),
+            ).fetchall()
+        counts: dict[str, int] = {}
+        for row_id, sealed in rows:
+            try:
+                text = store.decrypt_row(row_id, bytes(sealed))
+            except DataKeyShredded:
+                continue
+            for tok in set(tokens(text)):
+                counts[tok] = counts.get(tok, 0) + 1
+        return counts
+
+    def digest_holders(self, digest: str, excluding_subject: str) -> int:
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM memories WHERE token_digests && ARRAY[%s]::text[] AND subject_key <> %s",
+                (digest, excluding_subject),
+            ).fetchone()
+        return int(row[0]) if row else 0

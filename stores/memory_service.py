@@ -1,0 +1,220 @@
+"""google-adk ``BaseMemoryService`` over ``stores.memory``, and the write fence every runtime uses.
+
+``FencedMemoryService``: while a user tombstone exists, writes for that user are dropped and counted
+(never raised into the agent's turn) and searches return nothing; a tombstoned session id is refused
+forever, so re-ingesting an old copy of an erased session cannot resurrect it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import structlog
+from google.adk.memory.base_memory_service import BaseMemoryService, SearchMemoryResponse
+from google.adk.memory.memory_entry import MemoryEntry
+from google.genai import types
+
+from stores.identity import session_ref, subject_key
+from stores.memory import MemoryStore, NewMemory
+from stores.tombstones import TombstoneLedger
+
+if TYPE_CHECKING:
+    from google.adk.events.event import Event
+    from google.adk.sessions.session import Session
+
+log = structlog.get_logger("stores.memory_service")
+
+
+def content_text(content: types.Content | None) -> str:
+    if content is None or not content.parts:
+        return ""
+    return " ".join(p.text for p in content.parts if p.text)
+
+
+def session_memories(session: Session, subject_secret: bytes) -> list[NewMemory]:
+    """Episodes (one per event with text) and facts (sentences stating something about 'my ...')."""
+    out: list[NewMemory] = []
+    ref = session_ref(subject_key(subject_secret, session.app_name, session.user_id), session.id)
+    for event in session.events:
+        text = content_text(event.content)
+        if not text.strip():
+            continue
+        episode = NewMemory(
+            app_name=session.app_name,
+            user_id=session.user_id,
+            text=text,
+            kind="episode",
+            session_id=session.id,
+            author=event.author,
+            id=uuid.uuid5(uuid.NAMESPACE_URL, f"adk-event:{ref}:{event.id}"),
+            source_sessions=[ref],
+        )
+        out.append(episode)
+        for n, sentence in enumerate(s.strip() for s in text.split(".")):
+            if " my " in f" {sentence.lower()} ":
+                out.append(
+                    NewMemory(
+                        app_name=session.app_name,
+                        user_id=session.user_id,
+                        text=sentence,
+                        kind="fact",
+                        session_id=session.id,
+                        author="extractor",
+                        derived_from=[episode.id],
+                        source_sessions=[ref],
+                        id=uuid.uuid5(episode.id, f"fact:{n}"),
+                    )
+                )
+    return out
+
+
+class PostgresMemoryService(BaseMemoryService):
+    """The unfenced ADK memory service; runtimes use it through ``FencedMemoryService``."""
+
+    def __init__(self, store: MemoryStore, subject_secret: bytes) -> None:
+        self.store = store
+        self._secret = subject_secret
+
+    async def add_session_to_memory(self, session: Session) -> None:
+        await asyncio.to_thread(self.store.insert, session_memories(session, self._secret))
+
+    async def add_events_to_memory(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        events: Sequence[Event],
+        session_id: str | None = None,
+        custom_metadata: Mapping[str, object] | None = None,
+    ) -> None:
+        rows = [
+            NewMemory(
+                app_name=app_name,
+                user_id=user_id,
+                text=content_text(e.content),
+                session_id=session_id,
+                author=e.author,
+                source_sessions=[session_ref(subject_key(self._secret, app_name, user_id), session_id)]
+                if session_id
+                else [],
+            )
+            for e in events
+            if content_text(e.content).strip()
+        ]
+        await asyncio.to_thread(self.store.insert, rows)
+
+    async def add_memory(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        memories: Sequence[MemoryEntry],
+        custom_metadata: Mapping[str, object] | None = None,
+    ) -> None:
+        rows = [
+            NewMemory(
+                app_name=app_name,
+                user_id=user_id,
+                text=content_text(m.content),
+                kind=str((m.custom_metadata or {}).get("kind", "fact")),
+                session_id=(m.custom_metadata or {}).get("session_id"),
+                author=m.author,
+            )
+            for m in memories
+        ]
+        await asyncio.to_thread(self.store.insert, rows)
+
+    async def search_memory(self, *, app_name: str, user_id: str, query: str) -> SearchMemoryResponse:
+        found = await asyncio.to_thread(self.store.search, app_name, user_id, query)
+        return SearchMemoryResponse(
+            memories=[
+                MemoryEntry(
+                    id=f.id,
+                    author=f.author,
+                    timestamp=f.created_at.isoformat(),
+                    content=types.Content(role="user", parts=[types.Part(text=f.text)]),
+                )
+                for f in found
+            ]
+        )
+
+    async def delete_memory(self, *, app_name: str, user_id: str, memory_id: str | None = None) -> None:
+        if memory_id:
+            await asyncio.to_thread(self.store.delete, app_name, user_id, memory_id)
+
+
+class FencedMemoryService(BaseMemoryService):
+    """The write fence: consult the tombstone ledger before every write and search."""
+
+    def __init__(self, inner: PostgresMemoryService, ledger: TombstoneLedger, subject_secret: bytes) -> None:
+        self.inner = inner
+        self._ledger = ledger
+        self._secret = subject_secret
+        self._lock = threading.Lock()
+        self.refused: dict[str, int] = {"user_fenced": 0, "session_tombstoned": 0}
+
+    def _refuse(self, why: str, app_name: str, user_id: str) -> None:
+        with self._lock:
+            self.refused[why] += 1
+        log.info("memory_write_refused", reason=why, subject_key=subject_key(self._secret, app_name, user_id))
+
+    def _blocked(self, app_name: str, user_id: str, session_id: str | None) -> str | None:
+        sk = subject_key(self._secret, app_name, user_id)
+        if self._ledger.user_fenced(sk):
+            return "user_fenced"
+        if session_id and self._ledger.session_erased(sk, session_id):
+            return "session_tombstoned"
+        return None
+
+    async def _check(self, app_name: str, user_id: str, session_id: str | None) -> bool:
+        why = await asyncio.to_thread(self._blocked, app_name, user_id, session_id)
+        if why:
+            self._refuse(why, app_name, user_id)
+            return False
+        return True
+
+    async def add_session_to_memory(self, session: Session) -> None:
+        if await self._check(session.app_name, session.user_id, session.id):
+            await self.inner.add_session_to_memory(session)
+
+    async def add_events_to_memory(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        events: Sequence[Event],
+        session_id: str | None = None,
+        custom_metadata: Mapping[str, object] | None = None,
+    ) -> None:
+        if await self._check(app_name, user_id, session_id):
+            await self.inner.add_events_to_memory(
+                app_name=app_name, user_id=user_id, events=events, session_id=session_id
+            )
+
+    async def add_memory(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        memories: Sequence[MemoryEntry],
+        custom_metadata: Mapping[str, object] | None = None,
+    ) -> None:
+        named = sorted({str((m.custom_metadata or {}).get("session_id") or "") for m in memories} - {""})
+        sessions: list[str | None] = [*named] if named else [None]
+        for sid in sessions:
+            if not await self._check(app_name, user_id, sid):
+                return
+        await self.inner.add_memory(app_name=app_name, user_id=user_id, memories=memories)
+
+    async def search_memory(self, *, app_name: str, user_id: str, query: str) -> SearchMemoryResponse:
+        fenced = await asyncio.to_thread(self._ledger.user_fenced, subject_key(self._secret, app_name, user_id))
+        if fenced:
+            return SearchMemoryResponse(memories=[])
+        return await self.inner.search_memory(app_name=app_name, user_id=user_id, query=query)
+
+    async def delete_memory(self, *, app_name: str, user_id: str, memory_id: str | None = None) -> None:
+        await self.inner.delete_memory(app_name=app_name, user_id=user_id, memory_id=memory_id)

@@ -1,0 +1,125 @@
+"""The agent platform's data layer, wired from explicit configuration (no settings import here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from psycopg_pool import ConnectionPool
+
+from stores.adk_schema import sqlalchemy_url
+from stores.artifacts import ArtifactEraser
+from stores.aws_clients import AwsEndpoints, kms_client, s3_client
+from stores.keys import DataKeyStore
+from stores.logs import LogArchive
+from stores.memory import MemoryEraser, MemoryStore
+from stores.requests import RequestStore
+from stores.sessions import SessionStore
+from stores.tombstones import TombstoneLedger
+
+if TYPE_CHECKING:
+    from google.adk.sessions import DatabaseSessionService
+    from mypy_boto3_kms import KMSClient
+    from mypy_boto3_s3 import S3Client
+
+    from stores.artifact_service import S3ArtifactService
+    from stores.memory_service import FencedMemoryService
+
+
+@dataclass(frozen=True)
+class PlatformConfig:
+    postgres_url: str
+    aws: AwsEndpoints
+    artifact_bucket: str
+    log_bucket: str
+    receipt_bucket: str
+    kms_key_id: str
+    subject_secret: bytes
+    pool_size: int = 8
+    key_cache_ttl: float = 30.0
+    per_user_kms_keys: bool = False
+
+
+class Platform:
+    """Clients built once and shared: the worker, the CLI, the seeder and the tests all use this."""
+
+    def __init__(self, config: PlatformConfig) -> None:
+        self.config = config
+        self.pool = ConnectionPool(
+            config.postgres_url,
+            min_size=1,
+            max_size=config.pool_size,
+            kwargs={"autocommit": True},
+            open=True,
+        )
+        self.s3: S3Client = s3_client(config.aws)
+        self.kms: KMSClient = kms_client(config.aws)
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def __enter__(self) -> Platform:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    @cached_property
+    def keys(self) -> DataKeyStore:
+        return DataKeyStore(
+            self.pool,
+            self.kms,
+            self.config.kms_key_id,
+            cache_ttl=self.config.key_cache_ttl,
+            per_user_kms_keys=self.config.per_user_kms_keys,
+        )
+
+    @cached_property
+    def ledger(self) -> TombstoneLedger:
+        return TombstoneLedger(self.pool)
+
+    @cached_property
+    def requests(self) -> RequestStore:
+        return RequestStore(self.pool, self.config.subject_secret)
+
+    @cached_property
+    def sessions(self) -> SessionStore:
+        return SessionStore(self.pool)
+
+    @cached_property
+    def artifact_service(self) -> S3ArtifactService:
+        """The ADK artifact service (needs google-adk; the worker never uses it)."""
+        from stores.artifact_service import S3ArtifactService
+
+        return S3ArtifactService(self.s3, self.config.artifact_bucket, self.keys, self.config.subject_secret)
+
+    @cached_property
+    def artifacts(self) -> ArtifactEraser:
+        return ArtifactEraser(self.s3, self.config.artifact_bucket)
+
+    @cached_property
+    def memory_store(self) -> MemoryStore:
+        return MemoryStore(self.pool, self.keys, self.config.subject_secret)
+
+    @cached_property
+    def memory_service(self) -> FencedMemoryService:
+        """The fenced ADK memory service (needs google-adk; the worker never uses it)."""
+        from stores.memory_service import FencedMemoryService, PostgresMemoryService
+
+        inner = PostgresMemoryService(self.memory_store, self.config.subject_secret)
+        return FencedMemoryService(inner, self.ledger, self.config.subject_secret)
+
+    @cached_property
+    def memory(self) -> MemoryEraser:
+        return MemoryEraser(self.pool)
+
+    @cached_property
+    def logs(self) -> LogArchive:
+        return LogArchive(self.s3, self.config.log_bucket, self.pool, self.config.subject_secret)
+
+    def adk_session_service(self) -> DatabaseSessionService:
+        """google-adk's own session service on the same database (call from async code)."""
+        from google.adk.sessions import DatabaseSessionService
+
+        return DatabaseSessionService(db_url=sqlalchemy_url(self.config.postgres_url))

