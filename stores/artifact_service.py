@@ -31,6 +31,9 @@ class S3ArtifactService(BaseArtifactService):
         self._keys = keys
         self._secret = subject_secret
 
+    def _sk(self, app_name: str, user_id: str) -> str:
+        return subject_key(self._secret, app_name, user_id)
+
     # ----- sync internals (run in a thread) ------------------------------------------------------
 
     def _versions(self, prefix: str) -> list[int]:
@@ -51,11 +54,11 @@ class S3ArtifactService(BaseArtifactService):
         session: str | None,
         meta: dict[str, Any] | None,
     ) -> int:
-        prefix = artifact_prefix(app, user, filename, session)
+        prefix = artifact_prefix(app, self._sk(app, user), filename, session)
         versions = self._versions(prefix)
         version = versions[-1] + 1 if versions else 0
         key = f"{prefix}{version}"
-        sk = subject_key(self._secret, app, user)
+        sk = self._sk(app, user)
         key_id, blob = self._keys.encrypt(sk, part.model_dump_json(exclude_none=True).encode(), key.encode())
         self._s3.put_object(
             Bucket=self._bucket,
@@ -70,7 +73,7 @@ class S3ArtifactService(BaseArtifactService):
         return version
 
     def _load(self, app: str, user: str, filename: str, session: str | None, version: int | None) -> types.Part | None:
-        prefix = artifact_prefix(app, user, filename, session)
+        prefix = artifact_prefix(app, self._sk(app, user), filename, session)
         if version is None:
             versions = self._versions(prefix)
             if not versions:
@@ -87,9 +90,10 @@ class S3ArtifactService(BaseArtifactService):
 
     def _list_keys(self, app: str, user: str, session: str | None) -> list[str]:
         names: set[str] = set()
-        prefixes = [user_scope_prefix(app, user)]
+        sk = self._sk(app, user)
+        prefixes = [user_scope_prefix(app, sk)]
         if session is not None:
-            prefixes.append(session_prefix(app, user, session))
+            prefixes.append(session_prefix(app, sk, session))
         for prefix in prefixes:
             pages = self._s3.get_paginator("list_objects_v2").paginate(
                 Bucket=self._bucket, Prefix=prefix, Delimiter="/"
@@ -100,12 +104,12 @@ class S3ArtifactService(BaseArtifactService):
         return sorted(names)
 
     def _delete(self, app: str, user: str, filename: str, session: str | None) -> None:
-        prefix = artifact_prefix(app, user, filename, session)
+        prefix = artifact_prefix(app, self._sk(app, user), filename, session)
         for version in self._versions(prefix):
             self._s3.delete_object(Bucket=self._bucket, Key=f"{prefix}{version}")
 
     def _version_info(self, app: str, user: str, filename: str, session: str | None) -> list[ArtifactVersion]:
-        prefix = artifact_prefix(app, user, filename, session)
+        prefix = artifact_prefix(app, self._sk(app, user), filename, session)
         out: list[ArtifactVersion] = []
         for version in self._versions(prefix):
             head = self._s3.head_object(Bucket=self._bucket, Key=f"{prefix}{version}")
@@ -158,7 +162,7 @@ class S3ArtifactService(BaseArtifactService):
     async def list_versions(
         self, *, app_name: str, user_id: str, filename: str, session_id: str | None = None
     ) -> list[int]:
-        prefix = artifact_prefix(app_name, user_id, filename, session_id)
+        prefix = artifact_prefix(app_name, self._sk(app_name, user_id), filename, session_id)
         return await asyncio.to_thread(self._versions, prefix)
 
     async def list_artifact_versions(

@@ -1,9 +1,14 @@
 """Artifacts in S3: the key layout and the erase adapter that removes every version and marker.
 
-Key layout (every component percent-encoded, so no user's prefix can match another user's)::
+Key layout::
 
-    a/<app>/<user>/sessions/<session>/<filename>/<version>     session-scoped artifacts
-    a/<app>/<user>/user/<filename>/<version>                   ``user:``-prefixed, user-wide artifacts
+    a/<app>/<subject key>/sessions/<session>/<filename>/<version>     session-scoped artifacts
+    a/<app>/<subject key>/user/<filename>/<version>                   ``user:``-prefixed, user-wide artifacts
+
+The user is named by the subject key (a fixed-length keyed hash of app and user id), so no user's prefix
+can ever match another user's (``bob`` vs ``bob/x``, ``bob%``, look-alikes all hash apart), object keys
+carry no raw identifier, and the verifier and scheduled sweeps can find the objects after the raw id has
+been forgotten. Session ids and filenames are percent-encoded (``/``, ``%``, ``*`` all escaped).
 
 Blobs are the ADK ``Part`` as JSON, sealed with the user's data key (AES-256-GCM); the data key id is in
 the blob header and in the object's metadata. Works on versioned and unversioned buckets: the erase
@@ -17,7 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from stores.identity import key_part, validate_app_name, validate_id
+from stores.identity import key_part, validate_app_name, validate_id, validate_subject_key
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -26,23 +31,23 @@ BATCH = 1000
 USER_SCOPE_PREFIX = "user:"
 
 
-def user_prefix(app_name: str, user_id: str) -> str:
-    return f"a/{key_part(validate_app_name(app_name))}/{key_part(validate_id(user_id))}/"
+def user_prefix(app_name: str, subject: str) -> str:
+    return f"a/{key_part(validate_app_name(app_name))}/{validate_subject_key(subject)}/"
 
 
-def session_prefix(app_name: str, user_id: str, session_id: str) -> str:
-    return f"{user_prefix(app_name, user_id)}sessions/{key_part(validate_id(session_id, 'session id'))}/"
+def session_prefix(app_name: str, subject: str, session_id: str) -> str:
+    return f"{user_prefix(app_name, subject)}sessions/{key_part(validate_id(session_id, 'session id'))}/"
 
 
-def user_scope_prefix(app_name: str, user_id: str) -> str:
-    return f"{user_prefix(app_name, user_id)}user/"
+def user_scope_prefix(app_name: str, subject: str) -> str:
+    return f"{user_prefix(app_name, subject)}user/"
 
 
-def artifact_prefix(app_name: str, user_id: str, filename: str, session_id: str | None) -> str:
+def artifact_prefix(app_name: str, subject: str, filename: str, session_id: str | None) -> str:
     validate_id(filename, "filename")
     if filename.startswith(USER_SCOPE_PREFIX) or session_id is None:
-        return f"{user_scope_prefix(app_name, user_id)}{key_part(filename)}/"
-    return f"{session_prefix(app_name, user_id, session_id)}{key_part(filename)}/"
+        return f"{user_scope_prefix(app_name, subject)}{key_part(filename)}/"
+    return f"{session_prefix(app_name, subject, session_id)}{key_part(filename)}/"
 
 
 # ----- erase adapter -------------------------------------------------------------------------------
@@ -118,13 +123,17 @@ class ArtifactEraser:
         return ScopeListing(versions, markers)
 
     def erase_session(
-        self, app_name: str, user_id: str, session_id: str, on_batch: Callable[[int], None] | None = None
+        self, app_name: str, subject: str, session_id: str, on_batch: Callable[[int], None] | None = None
     ) -> int:
-        return self.erase_prefix(session_prefix(app_name, user_id, session_id), on_batch)
+        return self.erase_prefix(session_prefix(app_name, subject, session_id), on_batch)
 
-    def erase_user_scope(self, app_name: str, user_id: str, on_batch: Callable[[int], None] | None = None) -> int:
-        return self.erase_prefix(user_scope_prefix(app_name, user_id), on_batch)
+    def erase_user_scope(self, app_name: str, subject: str, on_batch: Callable[[int], None] | None = None) -> int:
+        return self.erase_prefix(user_scope_prefix(app_name, subject), on_batch)
 
-    def count_user(self, app_name: str, user_id: str) -> ScopeListing:
+    def erase_everything_of(self, app_name: str, subject: str, on_batch: Callable[[int], None] | None = None) -> int:
+        """The whole user prefix: catches artifacts of sessions that no longer exist (stranded)."""
+        return self.erase_prefix(user_prefix(app_name, subject), on_batch)
+
+    def count_user(self, app_name: str, subject: str) -> ScopeListing:
         """Everything under the user's prefix: every session scope and the user scope."""
-        return self.count_prefix(user_prefix(app_name, user_id))
+        return self.count_prefix(user_prefix(app_name, subject))

@@ -187,7 +187,7 @@ class MemoryEraser:
         self._batch = batch
 
     def _closure(
-        self, app_name: str, user_id: str, session_refs: Sequence[str], created_before: datetime | None = None
+        self, subject: str, session_refs: Sequence[str], created_before: datetime | None = None
     ) -> tuple[list[uuid.UUID], list[uuid.UUID]]:
         """(the user's own row ids, ids of rows derived from them or from their sessions).
 
@@ -197,9 +197,8 @@ class MemoryEraser:
             own = [
                 r[0]
                 for r in conn.execute(
-                    "SELECT id FROM memories WHERE app_name = %s AND user_id = %s "
-                    "AND (%s::timestamptz IS NULL OR created_at < %s)",
-                    (app_name, user_id, created_before, created_before),
+                    "SELECT id FROM memories WHERE subject_key = %s AND (%s::timestamptz IS NULL OR created_at < %s)",
+                    (subject, created_before, created_before),
                 ).fetchall()
             ]
             seen = set(own)
@@ -219,9 +218,10 @@ class MemoryEraser:
         return own, derived
 
     def erase_user(
-        self, app_name: str, user_id: str, session_refs: Sequence[str], created_before: datetime | None = None
+        self, subject: str, session_refs: Sequence[str], created_before: datetime | None = None
     ) -> MemoryErasure:
-        own, derived = self._closure(app_name, user_id, session_refs, created_before)
+        """Delete the subject's rows (by the subject key index) and every row derived from them."""
+        own, derived = self._closure(subject, session_refs, created_before)
         ids = own + derived
         deleted = 0
         with self._pool.connection() as conn:
@@ -231,8 +231,8 @@ class MemoryEraser:
                 ).rowcount
         return MemoryErasure(rows=len(own), derived=len(derived), derived_ids=sorted(str(i) for i in derived))
 
-    def count_user(self, app_name: str, user_id: str, session_refs: Sequence[str]) -> tuple[int, int]:
-        own, derived = self._closure(app_name, user_id, session_refs)
+    def count_user(self, subject: str, session_refs: Sequence[str]) -> tuple[int, int]:
+        own, derived = self._closure(subject, session_refs)
         return len(own), len(derived)
 
     def count_derived_from(self, memory_ids: Sequence[str], session_refs: Sequence[str]) -> int:
@@ -254,21 +254,19 @@ class MemoryEraser:
             ).fetchone()
         return int(row[0]) if row else 0
 
-    def sample_sealed(self, app_name: str, user_id: str) -> tuple[str, bytes] | None:
+    def sample_sealed(self, subject: str) -> tuple[str, bytes] | None:
         """One (row id, ciphertext) of the user: kept by the verifier to prove the key is shredded."""
         with self._pool.connection() as conn:
             row = conn.execute(
-                "SELECT id, content_sealed FROM memories WHERE app_name = %s AND user_id = %s LIMIT 1",
-                (app_name, user_id),
+                "SELECT id, content_sealed FROM memories WHERE subject_key = %s LIMIT 1", (subject,)
             ).fetchone()
         return (str(row[0]), bytes(row[1])) if row else None
 
-    def user_token_counts(self, app_name: str, user_id: str, store: MemoryStore, limit: int = 200) -> dict[str, int]:
+    def user_token_counts(self, subject: str, store: MemoryStore, limit: int = 200) -> dict[str, int]:
         """Word frequencies over a bounded sample of the user's rows (decrypted in memory only)."""
         with self._pool.connection() as conn:
             rows = conn.execute(
-                "SELECT id, content_sealed FROM memories WHERE app_name = %s AND user_id = %s LIMIT %s",
-                (app_name, user_id, limit),
+                "SELECT id, content_sealed FROM memories WHERE subject_key = %s LIMIT %s", (subject, limit)
             ).fetchall()
         counts: dict[str, int] = {}
         for row_id, sealed in rows:

@@ -46,7 +46,7 @@ def user_snapshot(platform: Platform, app: str, user: str) -> dict[str, Any]:
         ).fetchall()
     objects = []
     for page in platform.s3.get_paginator("list_object_versions").paginate(
-        Bucket=platform.config.artifact_bucket, Prefix=user_prefix(app, user)
+        Bucket=platform.config.artifact_bucket, Prefix=user_prefix(app, sk)
     ):
         for v in page.get("Versions", []):
             body = platform.s3.get_object(

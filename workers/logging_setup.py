@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import logging
 import sys
-import threading
-from collections.abc import Iterator, MutableMapping
-from contextlib import contextmanager
+from collections.abc import MutableMapping
 from typing import Any
 
 import structlog
+
+from stores.redaction import current, sensitive
+
+__all__ = ["configure_logging", "get_logger", "refuse_raw_identifiers", "sensitive"]
 
 #: Field names that may hold raw identity or content; their values never reach a log line.
 FORBIDDEN_FIELDS = frozenset(
@@ -21,26 +23,7 @@ FORBIDDEN_FIELDS = frozenset(
 )
 REDACTED = "[redacted]"
 
-_sensitive_lock = threading.Lock()
-_sensitive: dict[str, int] = {}
 _configured = False
-
-
-@contextmanager
-def sensitive(*values: str) -> Iterator[None]:
-    """Register raw values (e.g. a user id being erased) to be masked in every log line meanwhile."""
-    items = [v for v in values if v]
-    with _sensitive_lock:
-        for v in items:
-            _sensitive[v] = _sensitive.get(v, 0) + 1
-    try:
-        yield
-    finally:
-        with _sensitive_lock:
-            for v in items:
-                _sensitive[v] -= 1
-                if not _sensitive[v]:
-                    del _sensitive[v]
 
 
 def _mask(value: Any, needles: list[str]) -> Any:
@@ -62,8 +45,7 @@ def refuse_raw_identifiers(
     for key in list(event_dict):
         if key.lower() in FORBIDDEN_FIELDS:
             event_dict[key] = REDACTED
-    with _sensitive_lock:
-        needles = sorted(_sensitive, key=len, reverse=True)
+    needles = current()
     if needles:
         for key, value in list(event_dict.items()):
             event_dict[key] = _mask(value, needles)

@@ -67,9 +67,9 @@ def test_runner_conversation_lands_where_the_adapters_find_it(platform: Platform
     sid = asyncio.run(converse())
     assert platform.sessions.session_ids(app, user) == [sid]
     assert platform.sessions.count_user(app, user).events == 4
-    listing = platform.artifacts.count_prefix(session_prefix(app, user, sid))
-    assert listing.versions == 2  # two saves of transcript.txt: versions 0 and 1
     sk = subject_key(platform.config.subject_secret, app, user)
-    own, _derived = platform.memory.count_user(app, user, [session_ref(sk, sid)])
+    listing = platform.artifacts.count_prefix(session_prefix(app, sk, sid))
+    assert listing.versions == 2  # two saves of transcript.txt: versions 0 and 1
+    own, _derived = platform.memory.count_user(sk, [session_ref(sk, sid)])
     assert own >= 4  # episodes of both turns plus the extracted 'my ...' facts
     assert platform.keys.count(sk) == 1

@@ -29,11 +29,11 @@ def erase_everything(platform: Platform, app: str, user: str) -> dict[str, Any]:
     sk = subject_key(secret, app, user)
     sids = platform.sessions.session_ids(app, user)
     platform.ledger.mark_sessions(app, sids, sk, "req-test")
-    artifacts = sum(platform.artifacts.erase_session(app, user, s) for s in sids)
-    artifacts += platform.artifacts.erase_user_scope(app, user)
+    artifacts = sum(platform.artifacts.erase_session(app, sk, s) for s in sids)
+    artifacts += platform.artifacts.erase_user_scope(app, sk)
     sessions = platform.sessions.erase_sessions(app, user, sids) + platform.sessions.erase_user_state(app, user)
     refs = [session_ref(sk, s) for s in platform.ledger.sessions_of(sk)]
-    memory = platform.memory.erase_user(app, user, refs)
+    memory = platform.memory.erase_user(sk, refs)
     _segments, lines = platform.logs.purge_user(app, user, sk)
     keys = platform.keys.shred(sk)
     return {
@@ -98,7 +98,10 @@ def test_each_adapter_erases_exactly_one_user_and_is_idempotent(platform: Platfo
     after = snapshot(platform, app, users)
     assert all(v == 0 for v in after[target]["counts"].values()), after[target]["counts"]
     # S3 version listing of the user's whole prefix: no version, no delete marker
-    listing = platform.s3.list_object_versions(Bucket=platform.config.artifact_bucket, Prefix=user_prefix(app, target))
+    target_sk = subject_key(platform.config.subject_secret, app, target)
+    listing = platform.s3.list_object_versions(
+        Bucket=platform.config.artifact_bucket, Prefix=user_prefix(app, target_sk)
+    )
     assert not listing.get("Versions")
     assert not listing.get("DeleteMarkers")
     # other users: byte-identical, except memories of the summaries derived from the target's rows
@@ -143,7 +146,7 @@ def test_after_shredding_blobs_and_memory_fail_to_decrypt(platform: Platform) ->
     user = user_ids(1, 14)[0]
     report = seed(platform, app, [user])
     sid = report.users[0].session_ids[0]
-    prefix = session_prefix(app, user, sid)
+    prefix = session_prefix(app, subject_key(platform.config.subject_secret, app, user), sid)
     listing = platform.s3.list_object_versions(Bucket=platform.config.artifact_bucket, Prefix=prefix)
     version = listing["Versions"][0]
     blob = platform.s3.get_object(
@@ -201,7 +204,7 @@ def test_fence_refuses_writes_and_searches_while_tombstoned(platform: Platform) 
 
     # erase the session, tombstone it, lift the user fence: the old session copy stays refused forever
     platform.ledger.mark_sessions(app, [copy.id], sk, "req-fence")
-    platform.memory.erase_user(app, user, [session_ref(sk, copy.id)])
+    platform.memory.erase_user(sk, [session_ref(sk, copy.id)])
     platform.ledger.lift_user(sk)
     asyncio.run(svc.add_session_to_memory(copy))
     assert svc.refused["session_tombstoned"] == refused_before["session_tombstoned"] + 1

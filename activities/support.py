@@ -1,0 +1,92 @@
+"""Shared activity plumbing: raw-id lookup, error translation, heartbeats with resumable details."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar
+
+import psycopg
+from botocore.exceptions import ClientError
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from stores.errors import InvalidIdentifier, RequestNotFound, UnknownSchema
+from stores.platform import Platform
+from workflows import error_types
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_DENIED = {"AccessDenied", "AccessDeniedException", "InvalidAccessKeyId", "SignatureDoesNotMatch"}
+
+
+def non_retryable(message: str, type_: str) -> ApplicationError:
+    return ApplicationError(message, type=type_, non_retryable=True)
+
+
+def translate_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """Map store errors no retry can fix to non-retryable ``ApplicationError``s with PII-free messages."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except InvalidIdentifier as exc:
+            raise non_retryable(str(exc), error_types.INVALID_IDENTIFIER) from None
+        except UnknownSchema as exc:
+            raise non_retryable(str(exc), error_types.UNKNOWN_SCHEMA) from None
+        except RequestNotFound as exc:
+            raise non_retryable(str(exc), error_types.REQUEST_NOT_FOUND) from None
+        except PermissionError as exc:
+            raise non_retryable(str(exc), error_types.PERMISSION_DENIED) from None
+        except psycopg.errors.InsufficientPrivilege:
+            raise non_retryable("the database refused permission", error_types.PERMISSION_DENIED) from None
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code in _DENIED:
+                raise non_retryable(f"the store refused permission ({code})", error_types.PERMISSION_DENIED) from None
+            raise ApplicationError(f"store error {code}", type="StoreTransient") from None
+        except psycopg.OperationalError:
+            raise ApplicationError("database unavailable", type="DatabaseUnavailable") from None
+
+    return wrapper
+
+
+def heartbeat_details(default: dict[str, Any]) -> dict[str, Any]:
+    """The details of the last heartbeat of a previous attempt, or ``default``."""
+    details = activity.info().heartbeat_details
+    if details and isinstance(details[0], dict):
+        return {**default, **details[0]}
+    return dict(default)
+
+
+def beat(**details: Any) -> None:
+    activity.heartbeat(details)
+
+
+@dataclass
+class Subject:
+    request_id: str
+    subject_key: str
+    app_name: str
+    user_id: str
+
+
+class PlatformActivities:
+    """Base of every activity class: holds the platform built once in the worker."""
+
+    def __init__(self, platform: Platform) -> None:
+        self.platform = platform
+
+    def subject(self, request_id: str, subject_key: str, app_name: str) -> Subject:
+        """The raw user id for a request, checked against the subject key it claims."""
+        from stores.identity import subject_key as compute_key
+
+        user_id = self.platform.requests.user_id(request_id)
+        if user_id is None:
+            raise non_retryable("the request's user id was already forgotten", error_types.USER_ID_FORGOTTEN)
+        if compute_key(self.platform.config.subject_secret, app_name, user_id) != subject_key:
+            raise non_retryable("subject key does not match the request", error_types.INVALID_IDENTIFIER)
+        return Subject(request_id, subject_key, app_name, user_id)

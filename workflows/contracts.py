@@ -1,0 +1,222 @@
+"""The PII-free dataclasses workflows and activities exchange, and the names they call each other by.
+
+Nothing here may hold a raw user id or any content: only request ids, subject keys, app names, step
+names, counts, times and check results. Fields are only ever added with defaults.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+TASK_QUEUE_DEFAULT = "erasure"
+ERASURE_WORKFLOW = "ErasureWorkflow"
+VERIFIER_WORKFLOW = "VerifierWorkflow"
+SWEEP_WORKFLOW = "LateWriterSweepWorkflow"
+
+#: Saga steps in order; ``wait`` is the durable ingestion-delay timer.
+STEPS = ("fence", "artifacts", "sessions", "memory", "logs", "keys", "verify_main", "wait", "sweep", "lift_fence")
+DESTRUCTIVE = frozenset({"artifacts", "sessions", "memory", "logs", "keys", "sweep"})
+STEP_STATES = ("pending", "running", "done", "failed", "skipped")
+
+
+def workflow_id(request_id: str) -> str:
+    return f"erasure-{request_id}"
+
+
+class Activities:
+    """Activity names: workflows call activities by name, never by importing their implementation."""
+
+    BEGIN = "begin_request"
+    HOLD_ACTIVE = "hold_active"
+    SET_STATE = "set_request_state"
+    FENCE = "fence_user"
+    ARTIFACTS = "erase_artifacts"
+    SESSIONS = "erase_sessions"
+    MEMORY = "forget_memory"
+    LOGS = "purge_logs"
+    KEYS = "shred_keys"
+    SWEEP = "second_sweep"
+    LIFT_FENCE = "lift_fence"
+    FINISH = "finish_request"
+    RECEIPT = "issue_receipt"
+    CHECK = "run_check"
+    SWEEP_PAGE = "sweep_page"
+    SWEEP_SUBJECT = "sweep_subject"
+
+
+@dataclass(frozen=True)
+class ErasureInput:
+    request_id: str
+    subject_key: str
+    app_name: str
+    received_at: str  # ISO 8601, UTC
+    due_at: str
+    ingestion_delay_seconds: int = 3600
+
+
+@dataclass(frozen=True)
+class StepInput:
+    request_id: str
+    subject_key: str
+    app_name: str
+
+
+@dataclass(frozen=True)
+class StepResult:
+    step: str
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BeginResult:
+    started_at: str
+    sessions: int = 0
+    canaries: int = 0
+
+
+@dataclass(frozen=True)
+class HoldStatus:
+    on_hold: bool
+
+
+@dataclass(frozen=True)
+class StateChange:
+    request_id: str
+    state: str
+    at: str = ""
+
+
+@dataclass(frozen=True)
+class StepProgress:
+    name: str
+    state: str = "pending"
+    counts: dict[str, int] = field(default_factory=dict)
+    attempts: int = 0
+
+
+@dataclass(frozen=True)
+class Progress:
+    request_id: str
+    status: str
+    stage: str
+    due_at: str
+    steps: list[StepProgress] = field(default_factory=list)
+    on_hold: bool = False
+
+
+@dataclass(frozen=True)
+class VerifyInput:
+    request_id: str
+    subject_key: str
+    app_name: str
+    phase: str  # "main" (after keys) or "final" (after the second sweep)
+
+
+@dataclass(frozen=True)
+class CheckInput:
+    request_id: str
+    subject_key: str
+    app_name: str
+    check: str
+    phase: str
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    check: str
+    passed: bool
+    counts: dict[str, int] = field(default_factory=dict)
+    detail: str = ""  # PII-free explanation, e.g. "2 object versions remain"
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    phase: str
+    passed: bool
+    checks: list[CheckResult] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class FinishInput:
+    request_id: str
+    subject_key: str
+    app_name: str
+    status: str  # completed | verification_failed | failed
+    completed_at: str
+
+
+@dataclass(frozen=True)
+class ReceiptInput:
+    request_id: str
+    subject_key: str
+    app_name: str
+    status: str
+    completed_at: str
+    steps: list[StepProgress] = field(default_factory=list)
+    verifications: list[VerifyResult] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ReceiptRef:
+    request_id: str
+    sha256: str
+    s3_key: str
+
+
+@dataclass(frozen=True)
+class ErasureResult:
+    request_id: str
+    subject_key: str
+    status: str
+    steps: list[StepProgress] = field(default_factory=list)
+    verified: bool = False
+    receipt_sha256: str = ""
+
+
+# ----- scheduled sweeps ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SweepInput:
+    lookback_hours: int = 24 * 30
+    page_size: int = 200
+    after_request_id: str = ""
+    findings_so_far: int = 0
+    subjects_so_far: int = 0
+    pages_per_run: int = 10
+
+
+@dataclass(frozen=True)
+class SweepPageInput:
+    lookback_hours: int
+    after_request_id: str
+    page_size: int
+
+
+@dataclass(frozen=True)
+class SweepPage:
+    request_ids: list[str] = field(default_factory=list)
+    last_request_id: str = ""
+
+
+@dataclass(frozen=True)
+class SweepSubjectInput:
+    request_id: str
+
+
+@dataclass(frozen=True)
+class SweepFinding:
+    request_id: str
+    subject_key: str
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    subjects: int = 0
+    findings: int = 0
+    subjects_with_findings: list[str] = field(default_factory=list)

@@ -1,0 +1,250 @@
+"""``ErasureWorkflow``: the ordered, idempotent erasure saga for one subject.
+
+fence → artifacts → sessions → memory → logs → keys → verify (main pass) → durable timer (ingestion delay)
+→ second sweep → lift the user fence → verify (final) → finish → receipt.
+
+A legal hold makes the saga wait before its next destructive step. Every payload carries only the request
+id, the subject key and the app name; activities look the raw user id up in the request store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import TypeVar, cast
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
+
+with workflow.unsafe.imports_passed_through():
+    from workflows import error_types
+    from workflows.contracts import (
+        STEPS,
+        VERIFIER_WORKFLOW,
+        Activities,
+        BeginResult,
+        ErasureInput,
+        ErasureResult,
+        FinishInput,
+        HoldStatus,
+        Progress,
+        ReceiptInput,
+        ReceiptRef,
+        StateChange,
+        StepInput,
+        StepProgress,
+        StepResult,
+        VerifyInput,
+        VerifyResult,
+    )
+    from workflows.search_attributes import ERASURE_DUE_DATE, ERASURE_STAGE, ERASURE_STATUS
+
+RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    non_retryable_error_types=list(error_types.NON_RETRYABLE),
+)
+QUICK_TIMEOUT = timedelta(seconds=30)
+BATCH_TIMEOUT = timedelta(minutes=30)
+HEARTBEAT_TIMEOUT = timedelta(seconds=30)
+BATCHED_STEPS = frozenset({"artifacts", "sessions", "memory", "logs", "sweep"})
+T = TypeVar("T")
+
+
+async def call(name: str, arg: object, result_type: type[T], *, batched: bool = False) -> T:
+    """Run an activity by name with the saga's timeouts and retry policy."""
+    result = await workflow.execute_activity(
+        name,
+        arg,
+        result_type=result_type,
+        start_to_close_timeout=BATCH_TIMEOUT if batched else QUICK_TIMEOUT,
+        heartbeat_timeout=HEARTBEAT_TIMEOUT if batched else None,
+        retry_policy=RETRY,
+    )
+    return cast(T, result)
+
+
+async def call_void(name: str, arg: object) -> None:
+    """Run an activity that returns nothing."""
+    await workflow.execute_activity(name, arg, start_to_close_timeout=QUICK_TIMEOUT, retry_policy=RETRY)
+
+
+STEP_ACTIVITY = {
+    "fence": Activities.FENCE,
+    "artifacts": Activities.ARTIFACTS,
+    "sessions": Activities.SESSIONS,
+    "memory": Activities.MEMORY,
+    "logs": Activities.LOGS,
+    "keys": Activities.KEYS,
+    "sweep": Activities.SWEEP,
+    "lift_fence": Activities.LIFT_FENCE,
+}
+HOLD_RECHECK = timedelta(minutes=10)
+
+
+@workflow.defn(name="ErasureWorkflow")
+class ErasureWorkflow:
+    def __init__(self) -> None:
+        self._steps: dict[str, StepProgress] = {name: StepProgress(name) for name in STEPS}
+        self._status = "received"
+        self._stage = "received"
+        self._due_at = ""
+        self._request_id = ""
+        self._hold_signals = 0
+        self._on_hold = False
+
+    # ----- queries and signals --------------------------------------------------------------------
+
+    @workflow.query
+    def progress(self) -> Progress:
+        return Progress(
+            request_id=self._request_id,
+            status=self._status,
+            stage=self._stage,
+            due_at=self._due_at,
+            steps=list(self._steps.values()),
+            on_hold=self._on_hold,
+        )
+
+    @workflow.signal
+    def hold_changed(self) -> None:
+        """A legal hold was placed or released for this subject: re-check before the next step."""
+        self._hold_signals += 1
+
+    # ----- helpers --------------------------------------------------------------------------------
+
+    def _set_status(self, status: str, stage: str | None = None) -> None:
+        self._status = status
+        if stage is not None:
+            self._stage = stage
+        workflow.upsert_search_attributes(
+            [ERASURE_STATUS.value_set(self._status), ERASURE_STAGE.value_set(self._stage)]
+        )
+
+    def _mark(self, name: str, state: str, counts: dict[str, int] | None = None) -> None:
+        step = self._steps[name]
+        self._steps[name] = replace(
+            step,
+            state=state,
+            counts=counts if counts is not None else step.counts,
+            attempts=step.attempts + (1 if state == "running" else 0),
+        )
+
+    async def _record_state(self, request_id: str, state: str) -> None:
+        await call_void(Activities.SET_STATE, StateChange(request_id, state, workflow.now().isoformat()))
+
+    async def _hold_gate(self, step: StepInput) -> None:
+        """Wait here while a legal hold exists for the subject."""
+        while True:
+            seen = self._hold_signals
+            status = await call(Activities.HOLD_ACTIVE, step, HoldStatus)
+            if not status.on_hold:
+                if self._on_hold:
+                    self._on_hold = False
+                    self._set_status("running")
+                    await self._record_state(step.request_id, "running")
+                return
+            if not self._on_hold:
+                self._on_hold = True
+                self._set_status("on_hold")
+                await self._record_state(step.request_id, "on_hold")
+            await self._wait_for_hold_signal(seen)
+
+    async def _wait_for_hold_signal(self, seen: int) -> None:
+        """Until a hold signal arrives, or the periodic re-check is due."""
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(lambda: self._hold_signals > seen, timeout=HOLD_RECHECK)
+
+    async def _run_step(self, name: str, step: StepInput) -> StepResult:
+        self._mark(name, "running")
+        self._set_status("running", name)
+        try:
+            result = await call(STEP_ACTIVITY[name], step, StepResult, batched=name in BATCHED_STEPS)
+        except ActivityError:
+            self._mark(name, "failed")
+            raise
+        self._mark(name, "done", result.counts)
+        return result
+
+    async def _verify(self, inp: ErasureInput, phase: str) -> VerifyResult:
+        result = await workflow.execute_child_workflow(
+            VERIFIER_WORKFLOW,
+            VerifyInput(inp.request_id, inp.subject_key, inp.app_name, phase),
+            id=f"verify-{inp.request_id}-{phase}",
+            result_type=VerifyResult,
+            memo={"request_id": inp.request_id, "phase": phase},
+        )
+        return cast(VerifyResult, result)
+
+    # ----- the saga -------------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, inp: ErasureInput) -> ErasureResult:
+        self._request_id = inp.request_id
+        self._due_at = inp.due_at
+        workflow.upsert_search_attributes([ERASURE_DUE_DATE.value_set(datetime.fromisoformat(inp.due_at))])
+        step = StepInput(inp.request_id, inp.subject_key, inp.app_name)
+        verifications: list[VerifyResult] = []
+        try:
+            await call(Activities.BEGIN, step, BeginResult)
+            self._set_status("running", "fence")
+            await self._hold_gate(step)
+            for name in ("fence", "artifacts", "sessions", "memory", "logs", "keys"):
+                await self._hold_gate(step)
+                await self._run_step(name, step)
+
+            self._mark("verify_main", "running")
+            self._set_status("running", "verify_main")
+            main = await self._verify(inp, "main")
+            verifications.append(main)
+            self._mark("verify_main", "done", {"failed_checks": sum(1 for c in main.checks if not c.passed)})
+
+            if inp.ingestion_delay_seconds > 0:
+                self._mark("wait", "running")
+                self._set_status("running", "wait")
+                await workflow.sleep(timedelta(seconds=inp.ingestion_delay_seconds))
+                self._mark("wait", "done", {"seconds": inp.ingestion_delay_seconds})
+            else:
+                self._mark("wait", "skipped")
+
+            await self._hold_gate(step)
+            await self._run_step("sweep", step)
+            await self._run_step("lift_fence", step)
+
+            self._set_status("running", "verify_final")
+            final = await self._verify(inp, "final")
+            verifications.append(final)
+            status = "completed" if final.passed else "verification_failed"
+        except (ActivityError, ChildWorkflowError) as err:
+            await self._finish(inp, "failed", verifications)
+            raise ApplicationError(
+                "erasure failed; see the failed step in the progress query", type="ErasureFailed"
+            ) from err
+        receipt = await self._finish(inp, status, verifications)
+        return ErasureResult(
+            request_id=inp.request_id,
+            subject_key=inp.subject_key,
+            status=status,
+            steps=list(self._steps.values()),
+            verified=status == "completed",
+            receipt_sha256=receipt.sha256 if receipt else "",
+        )
+
+    async def _finish(self, inp: ErasureInput, status: str, verifications: list[VerifyResult]) -> ReceiptRef | None:
+        now = workflow.now().isoformat()
+        self._set_status(status, "receipt" if status != "failed" else self._stage)
+        await call_void(Activities.FINISH, FinishInput(inp.request_id, inp.subject_key, inp.app_name, status, now))
+        if status == "failed":
+            return None
+        ref = await call(
+            Activities.RECEIPT,
+            ReceiptInput(
+                inp.request_id, inp.subject_key, inp.app_name, status, now, list(self._steps.values()), verifications
+            ),
+            ReceiptRef,
+        )
+        self._set_status(status, "done")
+        return ref

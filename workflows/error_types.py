@@ -1,0 +1,18 @@
+"""``ApplicationError`` types, in one place. Messages and types never carry personal data."""
+
+INVALID_IDENTIFIER = "InvalidIdentifier"
+UNKNOWN_APP = "UnknownApp"
+UNKNOWN_SCHEMA = "UnknownSchema"
+PERMISSION_DENIED = "StorePermissionDenied"
+REQUEST_NOT_FOUND = "RequestNotFound"
+USER_ID_FORGOTTEN = "UserIdAlreadyForgotten"
+VERIFICATION_FAILED = "VerificationFailed"
+
+NON_RETRYABLE = (
+    INVALID_IDENTIFIER,
+    UNKNOWN_APP,
+    UNKNOWN_SCHEMA,
+    PERMISSION_DENIED,
+    REQUEST_NOT_FOUND,
+    USER_ID_FORGOTTEN,
+)
