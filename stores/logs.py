@@ -110,6 +110,12 @@ class LogArchive:
         body = self._s3.get_object(Bucket=self._bucket, Key=key)["Body"].read().decode("utf-8")
         return [json.loads(line) for line in body.splitlines() if line.strip()]
 
+    def read_if_exists(self, key: str) -> list[dict[str, Any]] | None:
+        try:
+            return self.read(key)
+        except self._s3.exceptions.NoSuchKey:
+            return None
+
     def recent_segments(self, limit: int) -> list[str]:
         with self._pool.connection() as conn:
             rows = conn.execute(
@@ -121,10 +127,7 @@ class LogArchive:
     def count_user_lines(self, keys: Iterable[str], app_name: str, user_id: str) -> int:
         total = 0
         for key in keys:
-            try:
-                records = self.read(key)
-            except self._s3.exceptions.NoSuchKey:
-                continue
+            records = self.read_if_exists(key) or []
             total += sum(1 for r in records if line_of_user(r, app_name, user_id))
         return total
 

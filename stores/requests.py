@@ -90,12 +90,14 @@ class RequestStore:
         due_at: datetime,
         requested_by: str | None,
         reason: str | None,
-    ) -> None:
+    ) -> tuple[str, bool]:
+        """Store a new request, or return the subject's active one: (request id, created now)."""
         with self._pool.connection() as conn:
-            conn.execute(
+            row = conn.execute(
                 "INSERT INTO erasure_requests (request_id, subject_key, app_name, user_id_sealed, state, "
                 "received_at, due_at, requested_by, reason) VALUES (%s, %s, %s, %s, 'received', %s, %s, %s, %s) "
-                "ON CONFLICT (request_id) DO NOTHING",
+                "ON CONFLICT (subject_key) WHERE state IN ('received', 'running', 'on_hold') DO NOTHING "
+                "RETURNING request_id",
                 (
                     request_id,
                     subject_key,
@@ -106,7 +108,22 @@ class RequestStore:
                     requested_by,
                     reason,
                 ),
+            ).fetchone()
+            if row is not None:
+                return str(row[0]), True
+        active = self.active_for(subject_key)
+        if active is None:  # the active one finished in between: file again
+            return self.create(
+                request_id=request_id,
+                subject_key=subject_key,
+                app_name=app_name,
+                user_id=user_id,
+                received_at=received_at,
+                due_at=due_at,
+                requested_by=requested_by,
+                reason=reason,
             )
+        return active.request_id, False
 
     def get(self, request_id: str) -> ErasureRequestRow:
         with self._pool.connection() as conn:
@@ -129,6 +146,18 @@ class RequestStore:
                     f"SELECT {_COLUMNS} FROM erasure_requests ORDER BY received_at DESC LIMIT %s", (limit,)
                 ).fetchall()
         return [ErasureRequestRow(*r) for r in rows]
+
+    def app_known(self, app_name: str) -> bool:
+        """Whether the platform has ever held data for this app (indexed probes only)."""
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM app_states WHERE app_name = %s)"
+                " OR EXISTS (SELECT 1 FROM sessions WHERE app_name = %s)"
+                " OR EXISTS (SELECT 1 FROM memories WHERE app_name = %s)"
+                " OR EXISTS (SELECT 1 FROM erasure_requests WHERE app_name = %s AND state <> 'refused')",
+                (app_name, app_name, app_name, app_name),
+            ).fetchone()
+        return bool(row and row[0])
 
     def active_for(self, subject_key: str) -> ErasureRequestRow | None:
         with self._pool.connection() as conn:

@@ -8,6 +8,8 @@ time-skipping environment from the ``temporal-test-server`` binary. Tear-down st
 
 from __future__ import annotations
 
+import dataclasses
+import uuid
 import warnings
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -16,11 +18,16 @@ import pytest
 import pytest_asyncio
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
+from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from stores.migrate import prepare_database
 from stores.platform import Platform
+from tests.saga_harness import SagaHarness
 from tests.stack_fixture import make_test_settings
+from workers.codec import data_converter
+from workers.local_secrets import load_secrets
+from workers.worker import build_worker
 from workers.settings import Settings
 from workers.stack import launcher
 from workers.stack.parts import KmsPart, PostgresPart, S3Part, find_binary
@@ -93,3 +100,22 @@ def platform(local_stack: Settings) -> Iterator[Platform]:
         yield p
     finally:
         p.close()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def erasure_client(temporal_env: WorkflowEnvironment, local_stack: Settings) -> Client:
+    """A client of the dev server with the project's encrypting data converter."""
+    return await Client.connect(
+        temporal_env.client.service_client.config.target_host,
+        namespace=temporal_env.client.namespace,
+        data_converter=data_converter(load_secrets(local_stack).payload_key),
+    )
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def saga(erasure_client: Client, platform: Platform, local_stack: Settings) -> AsyncIterator[SagaHarness]:
+    """An in-process worker running every workflow and activity on its own task queue."""
+    settings = dataclasses.replace(local_stack, task_queue=f"erasure-{uuid.uuid4().hex[:8]}")
+    worker = build_worker(erasure_client, settings.task_queue, platform, load_secrets(settings).signing_key)
+    async with worker:
+        yield SagaHarness(erasure_client, platform, settings)

@@ -1,0 +1,23 @@
+"""Fence activities: the user-level tombstone that refuses new writes while the erasure runs."""
+
+from __future__ import annotations
+
+from temporalio import activity
+
+from activities.support import PlatformActivities, translate_errors
+from workflows.contracts import StepInput, StepResult
+
+
+class FenceActivities(PlatformActivities):
+    @activity.defn(name="fence_user")
+    @translate_errors
+    def fence_user(self, inp: StepInput) -> StepResult:
+        created = self.platform.ledger.fence_user(inp.subject_key, inp.app_name, inp.request_id)
+        return StepResult("fence", {"user_tombstones": 1 if created else 0})
+
+    @activity.defn(name="lift_fence")
+    @translate_errors
+    def lift_fence(self, inp: StepInput) -> StepResult:
+        """Lift the user fence; session tombstones stay so old sessions can never be re-ingested."""
+        lifted = self.platform.ledger.lift_user(inp.subject_key)
+        return StepResult("lift_fence", {"user_tombstones_lifted": 1 if lifted else 0})

@@ -1,0 +1,143 @@
+"""Request lifecycle activities: begin (canaries and a ciphertext sample), holds, state, finish."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from temporalio import activity
+
+from activities.support import PlatformActivities, translate_errors
+from stores.embedding import tokens
+from stores.identity import token_digest
+from stores.redaction import sensitive
+from workflows.contracts import BeginResult, FinishInput, HoldStatus, StateChange, StepInput
+
+CANARY_COUNT = 5
+_COMMON = frozenset(
+    [
+        "about",
+        "after",
+        "again",
+        "appointment",
+        "because",
+        "before",
+        "billing",
+        "could",
+        "delivery",
+        "please",
+        "refund",
+        "reference",
+        "remember",
+        "should",
+        "still",
+        "their",
+        "there",
+        "these",
+        "thanks",
+        "which",
+        "would",
+        "address",
+        "account",
+    ]
+)
+
+
+def _event_texts(platform: Any, app_name: str, user_id: str, limit: int = 200) -> list[str]:
+    with platform.pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT event_data::text FROM events WHERE app_name = %s AND user_id = %s LIMIT %s",
+            (app_name, user_id, limit),
+        ).fetchall()
+    texts: list[str] = []
+    for (raw,) in rows:
+        try:
+            data = json.loads(raw) if raw else {}
+        except ValueError:
+            continue
+        for part in (data.get("content") or {}).get("parts") or []:
+            if isinstance(part, dict) and part.get("text"):
+                texts.append(str(part["text"]))
+    return texts
+
+
+class RequestActivities(PlatformActivities):
+    @activity.defn(name="begin_request")
+    @translate_errors
+    def begin_request(self, inp: StepInput) -> BeginResult:
+        """Mark the request running; capture canary digests and a ciphertext sample (once)."""
+        subject = self.subject(inp.request_id, inp.subject_key, inp.app_name)
+        now = datetime.now(UTC)
+        requests = self.platform.requests
+        requests.set_state(inp.request_id, "running", now)
+        record = requests.get(inp.request_id).record
+        sessions = len(self.platform.sessions.session_ids(subject.app_name, subject.user_id))
+        if "canaries" in record:  # a retry after success: keep what was captured first
+            return BeginResult(started_at=now.isoformat(), sessions=sessions, canaries=len(record["canaries"]))
+        with sensitive(subject.user_id):
+            canaries = self._canaries(subject.subject_key, subject.app_name, subject.user_id)
+            sample = self.platform.memory.sample_sealed(subject.subject_key)
+        requests.merge_record(
+            inp.request_id,
+            {
+                "canaries": canaries,
+                "ciphertext_sample": (
+                    {"memory_id": sample[0], "blob": base64.b64encode(sample[1]).decode()} if sample else None
+                ),
+                "sessions_at_start": sessions,
+            },
+        )
+        return BeginResult(started_at=now.isoformat(), sessions=sessions, canaries=len(canaries))
+
+    def _canaries(self, subject_key: str, app_name: str, user_id: str) -> list[str]:
+        """Keyed digests of distinctive words found in the user's memories and events and nobody else's."""
+        counts = self.platform.memory.user_token_counts(subject_key, self.platform.memory_store)
+        for text in _event_texts(self.platform, app_name, user_id):
+            for tok in set(tokens(text)):
+                counts[tok] = counts.get(tok, 0) + 1
+        candidates = sorted(
+            (t for t in counts if len(t) >= 7 and t.isalpha() and t not in _COMMON and t not in user_id.lower()),
+            key=lambda t: (-len(t), counts[t], t),
+        )
+        secret = self.platform.config.subject_secret
+        chosen: list[str] = []
+        for tok in candidates[:50]:
+            digest = token_digest(secret, tok)
+            if self.platform.memory.digest_holders(digest, subject_key) == 0:
+                chosen.append(digest)
+            if len(chosen) == CANARY_COUNT:
+                break
+        return chosen
+
+    @activity.defn(name="hold_active")
+    @translate_errors
+    def hold_active(self, inp: StepInput) -> HoldStatus:
+        return HoldStatus(on_hold=self.platform.requests.active_hold(inp.subject_key) is not None)
+
+    @activity.defn(name="set_request_state")
+    @translate_errors
+    def set_request_state(self, inp: StateChange) -> None:
+        at = datetime.fromisoformat(inp.at) if inp.at else datetime.now(UTC)
+        self.platform.requests.set_state(inp.request_id, inp.state, at)
+
+    @activity.defn(name="finish_request")
+    @translate_errors
+    def finish_request(self, inp: FinishInput) -> None:
+        """Final state, erasure ledger entry, and the raw user id forgotten (idempotent)."""
+        completed = datetime.fromisoformat(inp.completed_at)
+        requests = self.platform.requests
+        requests.set_state(inp.request_id, inp.status, completed)
+        if inp.status != "failed":
+            record = requests.get(inp.request_id).record
+            shredded = record.get("keys_shredded_at")
+            self.platform.ledger.record_erasure(
+                inp.request_id,
+                inp.subject_key,
+                inp.app_name,
+                completed,
+                datetime.fromisoformat(shredded) if shredded else None,
+            )
+        requests.merge_record(inp.request_id, {"ciphertext_sample_destroyed": True})
+        requests.forget_user_id(inp.request_id)

@@ -1,0 +1,53 @@
+"""Run erasures end to end from tests: file through the real service code, wait with a timeout."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from temporalio.client import Client
+
+from stores.platform import Platform
+from stores.seeder import SeedReport, seed_platform
+from verifier.receipt import load_public_key, public_key_pem, signing_key, verify
+from verifier.receipt_activity import load_receipt
+from workers.local_secrets import load_secrets
+from workers.service import Filed, file_request
+from workers.settings import Settings
+from workflows.contracts import ErasureResult, workflow_id
+
+
+@dataclass
+class SagaHarness:
+    client: Client
+    platform: Platform
+    settings: Settings
+
+    async def seed(self, app: str, users: list[str], size: str = "small", seed: int = 1) -> SeedReport:
+        return await seed_platform(self.platform, app, users, size, seed)
+
+    async def file(self, app: str, user: str, delay: int = 0, **kwargs: Any) -> Filed:
+        return await file_request(
+            self.client,
+            self.platform,
+            self.settings,
+            app_name=app,
+            user_id=user,
+            ingestion_delay_seconds=delay,
+            **kwargs,
+        )
+
+    async def result(self, request_id: str, timeout: float = 120) -> ErasureResult:
+        handle = self.client.get_workflow_handle(workflow_id(request_id), result_type=ErasureResult)
+        return await asyncio.wait_for(handle.result(), timeout)
+
+    async def erase(self, app: str, user: str, delay: int = 0, timeout: float = 120) -> ErasureResult:
+        filed = await self.file(app, user, delay)
+        return await self.result(filed.request_id, timeout)
+
+    def receipt_body(self, request_id: str) -> dict[str, Any]:
+        document = load_receipt(self.platform, request_id)
+        assert document is not None, "no receipt stored"
+        pem = public_key_pem(signing_key(load_secrets(self.settings).signing_key).public_key())
+        return verify(document, load_public_key(pem))

@@ -1,0 +1,109 @@
+"""``issue_receipt``: build the PII-free receipt, sign it, store it in Postgres and export it to S3."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from psycopg.types.json import Jsonb
+from temporalio import activity
+
+from activities.support import PlatformActivities, translate_errors
+from stores.platform import Platform
+from verifier.receipt import SCHEMA_ID, digest, document_bytes, sign, signing_key
+from workflows.contracts import ReceiptInput, ReceiptRef
+
+
+def software_version() -> str:
+    try:
+        return version("erasure-orchestrator")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def receipt_key(request_id: str) -> str:
+    return f"receipts/{request_id}.json"
+
+
+class ReceiptActivities(PlatformActivities):
+    def __init__(self, platform: Platform, signing_seed: bytes) -> None:
+        super().__init__(platform)
+        self._key = signing_key(signing_seed)
+
+    def build_body(self, inp: ReceiptInput) -> dict[str, Any]:
+        row = self.platform.requests.get(inp.request_id)
+        record = row.record
+        completed = datetime.fromisoformat(inp.completed_at)
+        return {
+            "schema": SCHEMA_ID,
+            "request_id": inp.request_id,
+            "subject_key": inp.subject_key,
+            "app_name": inp.app_name,
+            "status": inp.status,
+            "received_at": row.received_at.isoformat(),
+            "started_at": row.started_at.isoformat() if row.started_at else None,
+            "completed_at": completed.isoformat(),
+            "due_at": row.due_at.isoformat(),
+            "due_met": completed <= row.due_at,
+            "steps": [{"name": s.name, "state": s.state, "counts": dict(s.counts)} for s in inp.steps],
+            "derived_rows_removed": list(record.get("derived_removed", [])),
+            "second_sweep": dict(record.get("second_sweep", {})),
+            "verifications": [
+                {
+                    "phase": v.phase,
+                    "passed": v.passed,
+                    "checks": [
+                        {"check": c.check, "passed": c.passed, "counts": dict(c.counts), "detail": c.detail}
+                        for c in v.checks
+                    ],
+                }
+                for v in inp.verifications
+            ],
+            "holds": [
+                {"action": h["action"], "reason": h["reason"], "at": h["at"]}
+                for h in self.platform.requests.hold_history(inp.subject_key, since=row.received_at)
+            ],
+            "software": {"name": "erasure-orchestrator", "version": software_version()},
+            "issued_at": datetime.now(UTC).isoformat(),
+        }
+
+    @activity.defn(name="issue_receipt")
+    @translate_errors
+    def issue_receipt(self, inp: ReceiptInput) -> ReceiptRef:
+        with self.platform.pool.connection() as conn:
+            existing = conn.execute(
+                "SELECT body, signature FROM receipts WHERE request_id = %s", (inp.request_id,)
+            ).fetchone()
+        if existing:  # a retry after the receipt was stored: re-export the same document
+            document = {"receipt": existing[0], "signature": json.loads(existing[1])}
+        else:
+            document = sign(self.build_body(inp), self._key)
+            with self.platform.pool.connection() as conn:
+                conn.execute(
+                    "INSERT INTO receipts (request_id, subject_key, body, signature) VALUES (%s, %s, %s, %s) "
+                    "ON CONFLICT (request_id) DO NOTHING",
+                    (
+                        inp.request_id,
+                        inp.subject_key,
+                        Jsonb(document["receipt"]),
+                        json.dumps(document["signature"]),
+                    ),
+                )
+        key = receipt_key(inp.request_id)
+        self.platform.s3.put_object(
+            Bucket=self.platform.config.receipt_bucket,
+            Key=key,
+            Body=document_bytes(document),
+            ContentType="application/json",
+        )
+        return ReceiptRef(inp.request_id, digest(document), key)
+
+
+def load_receipt(platform: Platform, request_id: str) -> dict[str, Any] | None:
+    with platform.pool.connection() as conn:
+        row = conn.execute("SELECT body, signature FROM receipts WHERE request_id = %s", (request_id,)).fetchone()
+    if row is None:
+        return None
+    return {"receipt": row[0], "signature": json.loads(row[1])}

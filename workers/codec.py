@@ -1,0 +1,65 @@
+"""Payload encryption for everything the orchestrator sends through Temporal.
+
+Every payload (inputs, results, heartbeat details, memos, failure attributes) is AES-256-GCM encrypted
+before it leaves the process, so Temporal's history holds only ciphertext. Used together with
+``DefaultFailureConverterWithEncodedAttributes``, which moves error messages and stack traces into an
+encoded (thus encrypted) payload. Operators decode for Temporal UI through ``erasure codec-server``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from collections.abc import Iterable, Sequence
+
+import temporalio.converter
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from temporalio.api.common.v1 import Payload
+from temporalio.converter import PayloadCodec
+
+ENCODING = b"binary/encrypted"
+
+
+class EncryptionCodec(PayloadCodec):
+    def __init__(self, key: bytes, old_keys: Iterable[bytes] = ()) -> None:
+        self._key_id = self.key_id(key)
+        self._ciphers = {self.key_id(k): AESGCM(k) for k in (key, *old_keys)}
+
+    @staticmethod
+    def key_id(key: bytes) -> str:
+        return hashlib.sha256(b"erasure-payload-key\x00" + key).hexdigest()[:16]
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        cipher = self._ciphers[self._key_id]
+        out = []
+        for p in payloads:
+            nonce = os.urandom(12)
+            out.append(
+                Payload(
+                    metadata={"encoding": ENCODING, "encryption-key-id": self._key_id.encode()},
+                    data=nonce + cipher.encrypt(nonce, p.SerializeToString(), None),
+                )
+            )
+        return out
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        out = []
+        for p in payloads:
+            if p.metadata.get("encoding", b"") != ENCODING:
+                out.append(p)
+                continue
+            key_id = p.metadata.get("encryption-key-id", b"").decode()
+            cipher = self._ciphers.get(key_id)
+            if cipher is None:
+                raise ValueError(f"unknown payload encryption key id {key_id}")
+            out.append(Payload.FromString(cipher.decrypt(p.data[:12], p.data[12:], None)))
+        return out
+
+
+def data_converter(key: bytes) -> temporalio.converter.DataConverter:
+    return dataclasses.replace(
+        temporalio.converter.DataConverter.default,
+        payload_codec=EncryptionCodec(key),
+        failure_converter_class=temporalio.converter.DefaultFailureConverterWithEncodedAttributes,
+    )

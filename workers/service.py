@@ -1,0 +1,144 @@
+"""What the CLI (and later an API) does: file requests, holds, status, receipts. No printing here."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
+from temporalio.service import RPCError
+
+from stores.errors import InvalidIdentifier
+from stores.identity import subject_key, validate_app_name, validate_id
+from stores.platform import Platform
+from stores.requests import ErasureRequestRow
+from workers.errors import ErasureCliError
+from workers.settings import Settings
+from workflows.contracts import ERASURE_WORKFLOW, ErasureInput, Progress, workflow_id
+from workflows.search_attributes import ERASURE_DUE_DATE, ERASURE_STAGE, ERASURE_STATUS
+
+
+class RequestRefused(ErasureCliError):
+    """The request can never be valid; nothing was stored or started."""
+
+
+@dataclass(frozen=True)
+class Filed:
+    request_id: str
+    subject_key: str
+    workflow_id: str
+    attached: bool  # True: a request for this subject was already running; this one joined it
+    due_at: datetime
+
+
+def new_request_id() -> str:
+    return "er_" + uuid.uuid4().hex[:20]
+
+
+def parse_due(value: str | None, received: datetime, settings: Settings) -> datetime:
+    if not value:
+        return received + timedelta(days=settings.due_days_int)
+    try:
+        day = date.fromisoformat(value)
+    except ValueError:
+        raise RequestRefused("--due must be a date like 2026-12-31") from None
+    due = datetime.combine(day, time(23, 59, 59), tzinfo=UTC)
+    if due < received:
+        raise RequestRefused("--due is in the past")
+    return due
+
+
+def validate_request(platform: Platform, app_name: str, user_id: str) -> str:
+    """The subject key, or ``RequestRefused`` with a clear, PII-free reason."""
+    try:
+        validate_app_name(app_name)
+        validate_id(user_id)
+    except InvalidIdentifier as exc:
+        raise RequestRefused(str(exc)) from None
+    if not platform.requests.app_known(app_name):
+        raise RequestRefused(f"unknown app {app_name!r}: the platform holds no data for it")
+    return subject_key(platform.config.subject_secret, app_name, user_id)
+
+
+async def file_request(
+    client: Client,
+    platform: Platform,
+    settings: Settings,
+    *,
+    app_name: str,
+    user_id: str,
+    reason: str | None = None,
+    requested_by: str | None = None,
+    due: str | None = None,
+    ingestion_delay_seconds: int | None = None,
+) -> Filed:
+    received = datetime.now(UTC)
+    due_at = parse_due(due, received, settings)
+    sk = validate_request(platform, app_name, user_id)
+    request_id, created = platform.requests.create(
+        request_id=new_request_id(),
+        subject_key=sk,
+        app_name=app_name,
+        user_id=user_id,
+        received_at=received,
+        due_at=due_at,
+        requested_by=requested_by,
+        reason=reason,
+    )
+    row = platform.requests.get(request_id)
+    delay = settings.ingestion_delay if ingestion_delay_seconds is None else ingestion_delay_seconds
+    await client.start_workflow(
+        ERASURE_WORKFLOW,
+        ErasureInput(
+            request_id=request_id,
+            subject_key=sk,
+            app_name=app_name,
+            received_at=row.received_at.isoformat(),
+            due_at=row.due_at.isoformat(),
+            ingestion_delay_seconds=delay,
+        ),
+        id=workflow_id(request_id),
+        task_queue=settings.task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        search_attributes=TypedSearchAttributes(
+            [
+                SearchAttributePair(ERASURE_STATUS, "received"),
+                SearchAttributePair(ERASURE_STAGE, "received"),
+                SearchAttributePair(ERASURE_DUE_DATE, row.due_at),
+            ]
+        ),
+        memo={"request_id": request_id, "app": app_name},
+    )
+    return Filed(request_id, sk, workflow_id(request_id), attached=not created, due_at=row.due_at)
+
+
+async def progress(client: Client, request_id: str) -> Progress | None:
+    try:
+        result = await client.get_workflow_handle(workflow_id(request_id)).query("progress", result_type=Progress)
+    except RPCError:
+        return None
+    return result if isinstance(result, Progress) else None
+
+
+async def signal_hold_change(client: Client, platform: Platform, subject: str) -> str | None:
+    active = platform.requests.active_for(subject)
+    if active is None:
+        return None
+    handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(workflow_id(active.request_id))
+    try:
+        await handle.signal("hold_changed")
+    except RPCError:
+        return None
+    return active.request_id
+
+
+def days_left(row: ErasureRequestRow, now: datetime | None = None) -> int:
+    now = now or datetime.now(UTC)
+    return (row.due_at - now).days
+
+
+def ui_link(settings: Settings, request_id: str) -> str:
+    return f"{settings.ui_url}/namespaces/{settings.temporal_namespace}/workflows/{workflow_id(request_id)}"

@@ -1,0 +1,89 @@
+"""``erasure worker``: every workflow and activity on one task queue, with graceful shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from activities.artifacts import ArtifactActivities
+from activities.fence import FenceActivities
+from activities.keys import KeyActivities
+from activities.logs import LogActivities
+from activities.memory import MemoryActivities
+from activities.request import RequestActivities
+from activities.sessions import SessionActivities
+from activities.sweep import SweepActivities
+from stores.platform import Platform
+from verifier.checks import VerifierActivities
+from verifier.receipt_activity import ReceiptActivities
+from verifier.workflow import VerifierWorkflow
+from workers.logging_setup import get_logger
+from workflows.erasure import ErasureWorkflow
+
+GRACEFUL_SHUTDOWN = timedelta(seconds=30)
+log = get_logger("workers.worker")
+
+
+def activity_objects(platform: Platform, signing_seed: bytes) -> list[Any]:
+    return [
+        RequestActivities(platform),
+        FenceActivities(platform),
+        ArtifactActivities(platform),
+        SessionActivities(platform),
+        MemoryActivities(platform),
+        LogActivities(platform),
+        KeyActivities(platform),
+        SweepActivities(platform),
+        VerifierActivities(platform),
+        ReceiptActivities(platform, signing_seed),
+    ]
+
+
+def activity_functions(objects: Sequence[Any]) -> list[Any]:
+    """Every ``@activity.defn`` method of the given activity objects."""
+    functions = []
+    for obj in objects:
+        for name in dir(type(obj)):
+            attr = getattr(obj, name)
+            if callable(attr) and hasattr(attr, "__temporal_activity_definition"):
+                functions.append(attr)
+    return functions
+
+
+def workflows() -> list[type]:
+    return [ErasureWorkflow, VerifierWorkflow]
+
+
+def build_worker(
+    client: Client, task_queue: str, platform: Platform, signing_seed: bytes, *, activities: Sequence[Any] = ()
+) -> Worker:
+    objects = list(activities) or activity_objects(platform, signing_seed)
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=workflows(),
+        activities=activity_functions(objects),
+        activity_executor=ThreadPoolExecutor(max_workers=16, thread_name_prefix="erasure-activity"),
+        max_concurrent_activities=16,
+        graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+    )
+
+
+async def run_worker(client: Client, task_queue: str, platform: Platform, signing_seed: bytes) -> None:
+    worker = build_worker(client, task_queue, platform, signing_seed)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    log.info("worker_started", task_queue=task_queue)
+    async with worker:
+        await stop.wait()
+        log.info("worker_stopping", graceful_seconds=GRACEFUL_SHUTDOWN.total_seconds())
+    log.info("worker_stopped")
