@@ -27,11 +27,11 @@ from tests.saga_harness import SagaHarness
 from tests.stack_fixture import make_test_settings
 from workers.codec import data_converter
 from workers.local_secrets import load_secrets
-from workers.worker import build_worker
 from workers.settings import Settings
 from workers.stack import launcher
 from workers.stack.parts import KmsPart, PostgresPart, S3Part, find_binary
 from workers.wiring import build_platform
+from workers.worker import build_worker
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
 
 warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")

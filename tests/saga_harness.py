@@ -38,13 +38,13 @@ class SagaHarness:
             **kwargs,
         )
 
-    async def result(self, request_id: str, timeout: float = 120) -> ErasureResult:
+    async def result(self, request_id: str, wait_seconds: float = 120) -> ErasureResult:
         handle = self.client.get_workflow_handle(workflow_id(request_id), result_type=ErasureResult)
-        return await asyncio.wait_for(handle.result(), timeout)
+        return await asyncio.wait_for(handle.result(), wait_seconds)
 
-    async def erase(self, app: str, user: str, delay: int = 0, timeout: float = 120) -> ErasureResult:
+    async def erase(self, app: str, user: str, delay: int = 0, wait_seconds: float = 120) -> ErasureResult:
         filed = await self.file(app, user, delay)
-        return await self.result(filed.request_id, timeout)
+        return await self.result(filed.request_id, wait_seconds)
 
     def receipt_body(self, request_id: str) -> dict[str, Any]:
         document = load_receipt(self.platform, request_id)
