@@ -1,24 +1,335 @@
-"""CLI subcommands beyond the stack (requests, status, holds, receipts, demo); registered by ``cli``."""
+"""CLI subcommands beyond the stack (requests, status, holds, receipts, seeding, demo)."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import sys
+from pathlib import Path
 from typing import Any
 
+from workers.errors import ErasureCliError
 from workers.settings import Settings
 
 
-def _demo(_args: argparse.Namespace, settings: Settings) -> int:
-    from workers.stack import launcher
+def _platform(settings: Settings) -> Any:
+    from workers.wiring import build_platform
 
-    print(f"Starting the local stack (state: {settings.state_path})")
-    launcher.up(settings)
-    st = launcher.status(settings)
-    for part in st.parts:
-        print(f"  {part.name:<9} {part.state}")
-    return 0 if st.all_healthy else 3
+    return build_platform(settings)
+
+
+# ----- worker, migrate, seed -----------------------------------------------------------------------
+
+
+def _worker(_args: argparse.Namespace, settings: Settings) -> int:
+    from workers.local_secrets import load_secrets
+    from workers.temporal_client import connect
+    from workers.worker import run_worker
+
+    secrets = load_secrets(settings)
+
+    async def main() -> None:
+        client = await connect(settings, secrets, metrics_port=settings.metrics_port_int)
+        with _platform(settings) as platform:
+            await run_worker(client, settings.task_queue, platform, secrets.signing_key)
+
+    asyncio.run(main())
+    return 0
+
+
+def _migrate(_args: argparse.Namespace, settings: Settings) -> int:
+    from stores.migrate import prepare_database
+
+    applied = prepare_database(settings.postgres_url)
+    print(f"migrations: {'applied ' + ', '.join(map(str, applied)) if applied else 'up to date'}")
+    return 0
+
+
+def _seed(args: argparse.Namespace, settings: Settings) -> int:
+    from stores.seeder import seed_platform, user_ids
+
+    users = user_ids(args.users, args.seed, args.prefix)
+    with _platform(settings) as platform:
+        report = asyncio.run(
+            seed_platform(platform, args.app, users, args.size, args.seed, progress=lambda m: print(f"  {m}"))
+        )
+    events = sum(u.events for u in report.users)
+    artifacts = sum(u.artifact_versions for u in report.users)
+    memories = sum(len(u.memory_ids) for u in report.users)
+    print(
+        f"seeded {len(report.users)} {args.size} users in app {args.app}: {events} events, "
+        f"{artifacts} artifact versions, {memories} memory rows, {report.summaries} cross-user summaries, "
+        f"{report.log_segments} log segments"
+    )
+    return 0
+
+
+# ----- requests ------------------------------------------------------------------------------------
+
+
+async def _follow(client: Any, request_id: str, interval: float = 0.5) -> str:
+    from workers.progress_view import LiveDisplay, render
+    from workers.service import progress
+
+    display = LiveDisplay()
+    while True:
+        current = await progress(client, request_id)
+        if current is not None:
+            display.show(render(current))
+            if current.stage == "done" or current.status in ("failed",):
+                return current.status
+        await asyncio.sleep(interval)
+
+
+def _request(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.service import file_request, ui_link
+    from workers.temporal_client import connect
+
+    async def main() -> int:
+        with _platform(settings) as platform:
+            client = await connect(settings)
+            filed = await file_request(
+                client,
+                platform,
+                settings,
+                app_name=args.app,
+                user_id=args.user,
+                reason=args.reason,
+                requested_by=args.requested_by,
+                due=args.due,
+            )
+        verb = "attached to the running request" if filed.attached else "filed"
+        print(f"{verb}: {filed.request_id}  (subject {filed.subject_key}, due {filed.due_at:%Y-%m-%d})")
+        print(f"Temporal UI: {ui_link(settings, filed.request_id)}")
+        if args.wait:
+            status = await _follow(client, filed.request_id)
+            return 0 if status == "completed" else 1
+        return 0
+
+    return asyncio.run(main())
+
+
+def _status(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.progress_view import render
+    from workers.service import days_left, progress, ui_link
+    from workers.temporal_client import connect
+
+    async def main() -> int:
+        with _platform(settings) as platform:
+            row = platform.requests.get(args.request_id)
+        client = await connect(settings)
+        if args.watch and row.state in ("received", "running", "on_hold"):
+            status = await _follow(client, args.request_id)
+            return 0 if status == "completed" else 1
+        print(f"request {row.request_id}  app {row.app_name}  subject {row.subject_key}")
+        print(f"  state {row.state}  received {row.received_at:%Y-%m-%d %H:%M}  due {row.due_at:%Y-%m-%d}", end="")
+        print(f" ({days_left(row)} days left)" if row.state in ("received", "running", "on_hold") else "")
+        current = await progress(client, args.request_id)
+        if current is not None:
+            print("\n".join(render(current)[1:]))
+        print(f"Temporal UI: {ui_link(settings, row.request_id)}")
+        return 0
+
+    return asyncio.run(main())
+
+
+def _list(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.service import days_left
+
+    with _platform(settings) as platform:
+        rows = platform.requests.list_requests(args.status, args.limit)
+    for row in rows:
+        due = f"due {row.due_at:%Y-%m-%d}"
+        if row.state in ("received", "running", "on_hold"):
+            due += f" ({days_left(row)}d left)"
+        print(f"{row.request_id}  {row.state:<20} {row.app_name:<16} {row.subject_key}  {due}")
+    if not rows:
+        print("no requests")
+    return 0
+
+
+def _hold(args: argparse.Namespace, settings: Settings, place: bool) -> int:
+    from workers.service import signal_hold_change, validate_request
+    from workers.temporal_client import connect
+
+    async def main() -> int:
+        with _platform(settings) as platform:
+            subject = validate_request(platform, args.app, args.user)
+            if place:
+                changed = platform.requests.place_hold(subject, args.app, args.reason, args.by)
+            else:
+                changed = platform.requests.release_hold(subject, args.reason, args.by)
+            client = await connect(settings)
+            request_id = await signal_hold_change(client, platform, subject)
+        what = "placed" if place else "released"
+        if not changed:
+            print(f"no change: a hold was {'already placed' if place else 'not in place'} for {subject}")
+            return 1
+        print(f"hold {what} for {subject}" + (f"; request {request_id} notified" if request_id else ""))
+        return 0
+
+    return asyncio.run(main())
+
+
+# ----- receipts ------------------------------------------------------------------------------------
+
+
+def _public_key(settings: Settings) -> Any:
+    from verifier.receipt import signing_key
+    from workers.local_secrets import load_secrets
+
+    return signing_key(load_secrets(settings).signing_key).public_key()
+
+
+def _receipt_show(args: argparse.Namespace, settings: Settings) -> int:
+    from verifier.receipt import document_bytes
+    from verifier.receipt_activity import load_receipt
+
+    with _platform(settings) as platform:
+        document = load_receipt(platform, args.request_id)
+    if document is None:
+        raise ErasureCliError(f"no receipt for request {args.request_id} (yet)")
+    if args.json:
+        sys.stdout.write(document_bytes(document).decode())
+        return 0
+    body = document["receipt"]
+    print(f"receipt {body['request_id']}  {body['status']}  subject {body['subject_key']}")
+    print(f"  received {body['received_at']}  completed {body['completed_at']}  due met: {body['due_met']}")
+    for step in body["steps"]:
+        counts = ", ".join(f"{k}={v}" for k, v in sorted(step["counts"].items()) if v)
+        print(f"  {step['name']:<12} {step['state']:<8} {counts}")
+    for phase in body["verifications"]:
+        print(f"  verification ({phase['phase']}): {'passed' if phase['passed'] else 'FAILED'}")
+        for check in phase["checks"]:
+            print(f"    {'ok ' if check['passed'] else 'BAD'} {check['check']:<10} {check['detail']}")
+    print(f"  derived rows to regenerate: {len(body['derived_rows_removed'])}")
+    print(f"  signature: {document['signature']['alg']} key {document['signature']['key_id']}")
+    return 0
+
+
+def _receipt_verify(args: argparse.Namespace, settings: Settings) -> int:
+    from verifier.receipt import InvalidReceipt, load_public_key, verify_bytes
+
+    key = load_public_key(Path(args.public_key).read_bytes()) if args.public_key else _public_key(settings)
+    try:
+        body = verify_bytes(Path(args.file).read_bytes(), key)
+    except InvalidReceipt as exc:
+        print(f"INVALID: {exc}")
+        return 1
+    except OSError as exc:
+        raise ErasureCliError(f"cannot read {args.file}: {exc.strerror}") from None
+    print(f"valid: receipt {body['request_id']} ({body['status']}) signed by this key")
+    return 0
+
+
+def _receipt_public_key(_args: argparse.Namespace, settings: Settings) -> int:
+    from verifier.receipt import public_key_pem
+
+    sys.stdout.write(public_key_pem(_public_key(settings)))
+    return 0
+
+
+def _reverify(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.temporal_client import connect
+    from workflows.contracts import VERIFIER_WORKFLOW, VerifyInput, VerifyResult
+
+    async def main() -> int:
+        with _platform(settings) as platform:
+            row = platform.requests.get(args.request_id)
+        client = await connect(settings)
+        import uuid
+
+        result = await client.execute_workflow(
+            VERIFIER_WORKFLOW,
+            VerifyInput(row.request_id, row.subject_key, row.app_name, "final"),
+            id=f"reverify-{row.request_id}-{uuid.uuid4().hex[:8]}",
+            task_queue=settings.task_queue,
+            result_type=VerifyResult,
+        )
+        for check in result.checks:
+            print(f"  {'ok ' if check.passed else 'BAD'} {check.check:<10} {check.detail}")
+        print("verification passed" if result.passed else "verification FAILED")
+        return 0 if result.passed else 1
+
+    return asyncio.run(main())
+
+
+def _demo(_args: argparse.Namespace, settings: Settings) -> int:
+    from workers.demo import run_demo
+
+    return run_demo(settings)
+
+
+def _codec_server(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.codec_server import serve
+
+    serve(settings, args.port)
+    return 0
 
 
 def register(sub: Any) -> None:
     """Add the erasure subcommands to the ``erasure`` parser."""
-    sub.add_parser("demo", help="run the end-to-end demo on the local stack").set_defaults(handler=_demo)
+    sub.add_parser("worker", help="run the worker (all workflows and activities)").set_defaults(handler=_worker)
+    sub.add_parser("migrate", help="create google-adk's tables if missing and apply migrations").set_defaults(
+        handler=_migrate
+    )
+
+    seed = sub.add_parser("seed", help="fill the stores with synthetic users through the real services")
+    seed.add_argument("--users", type=int, default=5)
+    seed.add_argument("--size", choices=["small", "typical", "large"], default="typical")
+    seed.add_argument("--seed", type=int, default=1)
+    seed.add_argument("--app", default="support-agent")
+    seed.add_argument("--prefix", default="user", help="user id prefix (ids are PREFIX-SEED-NNNN@example.org)")
+    seed.set_defaults(handler=_seed)
+
+    req = sub.add_parser("request", help="file an erasure request")
+    req.add_argument("--app", required=True)
+    req.add_argument("--user", required=True)
+    req.add_argument("--reason")
+    req.add_argument("--requested-by")
+    req.add_argument("--due", help="due date YYYY-MM-DD (default: received + ERASURE_DUE_DAYS)")
+    req.add_argument("--wait", action="store_true", help="follow progress until done")
+    req.set_defaults(handler=_request)
+
+    st = sub.add_parser("status", help="a request's state, progress and days left")
+    st.add_argument("request_id")
+    st.add_argument("--watch", action="store_true")
+    st.set_defaults(handler=_status)
+
+    ls = sub.add_parser("list", help="list requests")
+    ls.add_argument("--status")
+    ls.add_argument("--limit", type=int, default=50)
+    ls.set_defaults(handler=_list)
+
+    for name, place in (("hold", True), ("release", False)):
+        hp = sub.add_parser(name, help=f"{'place' if place else 'release'} a legal hold for a subject")
+        hp.add_argument("--app", required=True)
+        hp.add_argument("--user", required=True)
+        hp.add_argument("--reason", required=True)
+        hp.add_argument("--by", help="who decided")
+        hp.set_defaults(handler=lambda a, s, place=place: _hold(a, s, place))
+
+    rc = sub.add_parser("receipt", help="show, verify or get the key of signed receipts")
+    rc_sub = rc.add_subparsers(dest="receipt_command", required=True)
+    show = rc_sub.add_parser("show")
+    show.add_argument("request_id")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(handler=_receipt_show)
+    ver = rc_sub.add_parser("verify", help="exit 0 if valid, 1 if not (with the reason)")
+    ver.add_argument("file")
+    ver.add_argument("--public-key", help="PEM file (default: this deployment's key)")
+    ver.set_defaults(handler=_receipt_verify)
+    rc_sub.add_parser("public-key", help="print the receipt signing public key (PEM)").set_defaults(
+        handler=_receipt_public_key
+    )
+
+    rv = sub.add_parser("verify", help="re-run the verifier on a request (changes nothing)")
+    rv.add_argument("request_id")
+    rv.set_defaults(handler=_reverify)
+
+    demo = sub.add_parser("demo", help="run a real erasure end to end on the local stack")
+    demo.set_defaults(handler=_demo)
+
+    cs = sub.add_parser("codec-server", help="serve the payload codec so Temporal UI can decode payloads")
+    cs.add_argument("--port", type=int, default=8081)
+    cs.set_defaults(handler=_codec_server)

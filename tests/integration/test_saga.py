@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
+from stores.fingerprint import snapshot
 from stores.identity import subject_key
 from stores.seeder import user_ids
 from tests.saga_harness import SagaHarness
-from tests.snapshots import snapshot
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 

@@ -11,10 +11,10 @@ from google.genai import types
 
 from stores.artifacts import session_prefix, user_prefix
 from stores.errors import DataKeyShredded, InvalidIdentifier
+from stores.fingerprint import snapshot, user_snapshot
 from stores.identity import session_ref, subject_key
 from stores.platform import Platform
 from stores.seeder import SeedReport, seed_platform, user_ids
-from tests.snapshots import snapshot, user_snapshot
 
 pytestmark = pytest.mark.integration
 

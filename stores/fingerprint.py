@@ -1,4 +1,8 @@
-"""Per-user snapshots of every store, read directly (SQL, S3 version listings), for byte-identity checks."""
+"""Per-user fingerprints of every store, read directly (SQL, S3 version listings).
+
+Used to show that users other than the erased one stay byte-identical (demo, tests). Reads by indexed
+lookups per user; meant for a handful of users, not the whole platform.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,143 @@
+"""``erasure demo``: a real erasure on the local stack, end to end, in well under a minute."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import Client
+
+from stores.fingerprint import snapshot
+from stores.platform import Platform
+from stores.seeder import seed_platform, user_ids
+from verifier.receipt import document_bytes, verify_bytes
+from verifier.receipt_activity import load_receipt
+from workers.local_secrets import load_secrets
+from workers.progress_view import LiveDisplay, render
+from workers.service import file_request, progress, ui_link
+from workers.settings import Settings
+from workers.stack import launcher
+from workers.temporal_client import connect
+from workers.wiring import build_platform
+from workers.worker import build_worker
+from workflows.contracts import ErasureResult, workflow_id
+
+APP = "demo-support"
+DEMO_DELAY_SECONDS = 5
+
+
+async def _has_worker(client: Client, settings: Settings) -> bool:
+    resp = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=settings.temporal_namespace,
+            task_queue=TaskQueue(name=settings.task_queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+        )
+    )
+    return len(resp.pollers) > 0
+
+
+@contextlib.asynccontextmanager
+async def _worker_if_needed(client: Client, settings: Settings, platform: Platform) -> AsyncIterator[bool]:
+    if await _has_worker(client, settings):
+        yield False
+        return
+    worker = build_worker(client, settings.task_queue, platform, load_secrets(settings).signing_key)
+    async with worker:
+        yield True
+
+
+def _summary(before: dict[str, Any], after: dict[str, Any]) -> str:
+    changed = {k for k in before if before[k] != after[k]} - {"counts"}
+    if not changed:
+        return "byte-identical"
+    if changed == {"memories"}:
+        lost = before["counts"]["memories"] - after["counts"]["memories"]
+        return f"identical except {lost} derived summary row(s) that drew on the erased user (listed in the receipt)"
+    return "CHANGED: " + ", ".join(sorted(changed))
+
+
+async def _demo(settings: Settings) -> int:
+    run = int(time.time()) % 1_000_000
+    users = user_ids(4, run, prefix="demo")
+    target, controls = users[0], users[1:]
+    with build_platform(settings) as platform:
+        print(f"\nSeeding one demo user and {len(controls)} control users (app {APP}) through google-adk ...")
+        report = await seed_platform(platform, APP, users, "typical", run)
+        seeded = report.users[0]
+        print(
+            f"  demo user: {len(seeded.session_ids)} sessions, {seeded.events} events, "
+            f"{seeded.artifact_versions} artifact versions, {len(seeded.memory_ids)} memory rows, "
+            f"{seeded.log_lines} log lines; {report.summaries} cross-user summaries"
+        )
+        before = await asyncio.to_thread(snapshot, platform, APP, controls)
+        client = await connect(settings)
+        async with _worker_if_needed(client, settings, platform) as started:
+            print(f"Worker: {'started in this process' if started else 'already running, using it'}")
+            filed = await file_request(
+                client,
+                platform,
+                settings,
+                app_name=APP,
+                user_id=target,
+                reason="demo: user invoked the right to be forgotten",
+                requested_by="demo",
+                ingestion_delay_seconds=DEMO_DELAY_SECONDS,
+            )
+            print(f"Filed erasure request {filed.request_id} for subject {filed.subject_key}")
+            print(f"Temporal UI: {ui_link(settings, filed.request_id)}\n")
+            display = LiveDisplay()
+            handle = client.get_workflow_handle(workflow_id(filed.request_id), result_type=ErasureResult)
+            task = asyncio.ensure_future(handle.result())
+            while not task.done():
+                current = await progress(client, filed.request_id)
+                if current is not None:
+                    display.show(render(current))
+                await asyncio.wait({task}, timeout=0.4)
+            result = task.result()
+            final = await progress(client, filed.request_id)
+            if final is not None:
+                display.show(render(final))
+        after = await asyncio.to_thread(snapshot, platform, APP, controls)
+        document = load_receipt(platform, filed.request_id)
+
+    print("\nRemoved, per store:")
+    for step in result.steps:
+        counts = ", ".join(f"{k}={v}" for k, v in sorted(step.counts.items()))
+        print(f"  {step.name:<12} {step.state:<8} {counts}")
+    if document is None:
+        print("No receipt was stored.")
+        return 1
+    out = settings.state_path / "receipts" / f"{filed.request_id}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(document_bytes(document))
+    from verifier.receipt import signing_key
+
+    body = verify_bytes(out.read_bytes(), signing_key(load_secrets(settings).signing_key).public_key())
+    print("\nVerification (checked directly in every store):")
+    for phase in body["verifications"]:
+        print(f"  {phase['phase']:<6} {'passed' if phase['passed'] else 'FAILED'}")
+        for check in phase["checks"]:
+            print(f"    {'ok ' if check['passed'] else 'BAD'} {check['check']:<10} {check['detail']}")
+    print(f"\nReceipt: {out}  (signature valid; verify with: erasure receipt verify {out})")
+    print(f"Status: {result.status}")
+    print("\nControl users:")
+    ok = True
+    for user in controls:
+        verdict = _summary(before[user], after[user])
+        ok = ok and not verdict.startswith("CHANGED")
+        print(f"  control {controls.index(user) + 1}: {verdict}")
+    print(f"\nTemporal UI: {ui_link(settings, filed.request_id)}")
+    return 0 if result.status == "completed" and ok else 1
+
+
+def run_demo(settings: Settings) -> int:
+    print(f"Starting the local stack (state: {settings.state_path})")
+    launcher.up(settings)
+    return asyncio.run(_demo(settings))
