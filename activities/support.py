@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
@@ -62,8 +63,15 @@ def heartbeat_details(default: dict[str, Any]) -> dict[str, Any]:
     return dict(default)
 
 
+#: Crash drills only: seconds to pause after every heartbeat so a kill lands inside a batched step.
+#: Set by the worker from ERASURE_CHAOS_PAUSE_MS; zero in normal operation.
+PAUSE_AFTER_BEAT = 0.0
+
+
 def beat(**details: Any) -> None:
     activity.heartbeat(details)
+    if PAUSE_AFTER_BEAT:
+        time.sleep(PAUSE_AFTER_BEAT)
 
 
 @dataclass

@@ -251,10 +251,16 @@ class RequestStore:
         return Hold(*row) if row else None
 
     def hold_history(self, subject_key: str, since: datetime | None = None) -> list[dict[str, Any]]:
+        """Hold events from ``since`` on, starting with the hold that was in force at ``since`` if any."""
         with self._pool.connection() as conn:
             rows = conn.execute(
-                "SELECT action, reason, actor, at FROM hold_events WHERE subject_key = %s "
-                "AND (%s::timestamptz IS NULL OR at >= %s) ORDER BY at, id",
-                (subject_key, since, since),
+                "SELECT action, reason, actor, at FROM hold_events WHERE subject_key = %s ORDER BY at, id",
+                (subject_key,),
             ).fetchall()
-        return [{"action": r[0], "reason": r[1], "actor": r[2], "at": r[3].isoformat()} for r in rows]
+        start = 0
+        if since is not None:
+            before = [i for i, r in enumerate(rows) if r[3] < since]
+            start = len(before)
+            if before and rows[before[-1]][0] == "placed":
+                start = before[-1]
+        return [{"action": r[0], "reason": r[1], "actor": r[2], "at": r[3].isoformat()} for r in rows[start:]]

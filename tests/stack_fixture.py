@@ -8,6 +8,8 @@ from pathlib import Path
 from workers.settings import Settings
 from workers.stack.process import port_is_free
 
+TEST_PAYLOAD_KEY = "7e" * 32  # test-only key: recorded histories in tests/histories/ are encrypted with it
+
 
 def free_port_block(size: int, exclude: set[int] | None = None) -> int:
     """A base port such that base..base+size-1 are all free now."""
@@ -38,6 +40,8 @@ def make_test_settings(state_dir: Path, **overrides: str) -> Settings:
         "ERASURE_TEMPORAL_UI_PORT": str(ports["ui"]),
         "ERASURE_INGESTION_DELAY_SECONDS": "2",
         "ERASURE_LOG_FORMAT": "json",
+        # a fixed payload key, so histories recorded by one test run replay in another (tests/histories/)
+        "ERASURE_PAYLOAD_KEY": TEST_PAYLOAD_KEY,
     }
     env.update(overrides)
     return Settings.from_env(env)

@@ -31,7 +31,7 @@ def _worker(_args: argparse.Namespace, settings: Settings) -> int:
     async def main() -> None:
         client = await connect(settings, secrets, metrics_port=settings.metrics_port_int)
         with _platform(settings) as platform:
-            await run_worker(client, settings.task_queue, platform, secrets.signing_key)
+            await run_worker(client, settings.task_queue, platform, secrets.signing_key, settings.chaos_pause_seconds)
 
     asyncio.run(main())
     return 0

@@ -99,6 +99,11 @@ class Settings:
     )
     log_format: str = _env("ERASURE_LOG_FORMAT", "auto", "Log output: auto (console on a terminal), json or console.")
     metrics_port: str = _env("ERASURE_METRICS_PORT", "0", "Prometheus metrics port of the worker (0: off).")
+    chaos_pause_ms: str = _env(
+        "ERASURE_CHAOS_PAUSE_MS",
+        "0",
+        "Crash drills only: pause after every heartbeat so a kill lands inside a batched step.",
+    )
 
     # ----- construction -------------------------------------------------------------------------
 
@@ -198,6 +203,10 @@ class Settings:
             "s3": self._int("s3_port"),
             "kms": self._int("kms_port"),
         }
+
+    @property
+    def chaos_pause_seconds(self) -> float:
+        return self._int("chaos_pause_ms") / 1000.0
 
     @property
     def metrics_port_int(self) -> int:

@@ -12,6 +12,7 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from activities import support
 from activities.artifacts import ArtifactActivities
 from activities.fence import FenceActivities
 from activities.keys import KeyActivities
@@ -73,10 +74,16 @@ def build_worker(
         activity_executor=ThreadPoolExecutor(max_workers=16, thread_name_prefix="erasure-activity"),
         max_concurrent_activities=16,
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+        # flush heartbeat details within a second, so a crash loses at most one batch of progress
+        max_heartbeat_throttle_interval=timedelta(seconds=1),
+        default_heartbeat_throttle_interval=timedelta(seconds=1),
     )
 
 
-async def run_worker(client: Client, task_queue: str, platform: Platform, signing_seed: bytes) -> None:
+async def run_worker(
+    client: Client, task_queue: str, platform: Platform, signing_seed: bytes, chaos_pause: float = 0.0
+) -> None:
+    support.PAUSE_AFTER_BEAT = chaos_pause
     worker = build_worker(client, task_queue, platform, signing_seed)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

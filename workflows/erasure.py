@@ -49,7 +49,7 @@ RETRY = RetryPolicy(
 )
 QUICK_TIMEOUT = timedelta(seconds=30)
 BATCH_TIMEOUT = timedelta(minutes=30)
-HEARTBEAT_TIMEOUT = timedelta(seconds=30)
+HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 BATCHED_STEPS = frozenset({"artifacts", "sessions", "memory", "logs", "sweep"})
 T = TypeVar("T")
 

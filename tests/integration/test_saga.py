@@ -67,3 +67,109 @@ async def test_second_request_finds_nothing_and_duplicates_attach(saga: SagaHarn
     assert again.status == "completed"
     counted = {s.name: sum(s.counts.values()) for s in again.steps if s.name not in ("fence", "lift_fence")}
     assert all(v == 0 for v in counted.values()), counted
+
+
+async def _wait_for_stage(saga: SagaHarness, request_id: str, stage: str, wait_seconds: float = 60) -> None:
+    from workers.service import progress
+
+    async def poll() -> None:
+        while True:
+            current = await progress(saga.client, request_id)
+            if current is not None and current.stage == stage:
+                return
+            await asyncio.sleep(0.1)
+
+    await asyncio.wait_for(poll(), wait_seconds)
+
+
+async def test_late_writers_are_refused_or_swept(saga: SagaHarness) -> None:
+    from google.adk.events.event import Event
+    from google.adk.memory.memory_entry import MemoryEntry
+    from google.genai import types
+
+    from stores.memory import NewMemory
+
+    app = "saga-late"
+    users = user_ids(2, 23)
+    target = users[0]
+    report = await saga.seed(app, users)
+    old_session = report.users[0].session_ids[0]
+    filed = await saga.file(app, target, delay=4)
+    await _wait_for_stage(saga, filed.request_id, "wait")
+
+    # 1. through the fenced memory service: refused, nothing written
+    svc = saga.platform.memory_service
+    refused = svc.refused["user_fenced"]
+    late = MemoryEntry(content=types.Content(role="user", parts=[types.Part(text="late fact via the service")]))
+    await svc.add_memory(app_name=app, user_id=target, memories=[late])
+    assert svc.refused["user_fenced"] == refused + 1
+    assert saga.platform.memory_store.rows_of(app, target) == []
+
+    # 2. bypassing writers: a direct memory insert and an ADK re-creation of an erased session
+    await asyncio.to_thread(
+        saga.platform.memory_store.insert,
+        [NewMemory(app, target, "bypass copy of an old episode", session_id=old_session)],
+    )
+    adk = saga.platform.adk_session_service()
+    try:
+        session = await adk.create_session(app_name=app, user_id=target, session_id=old_session)
+        await adk.append_event(
+            session,
+            Event(
+                invocation_id="late",
+                author="user",
+                content=types.Content(role="user", parts=[types.Part(text="re-ingested")]),
+            ),
+        )
+    finally:
+        await adk.db_engine.dispose()
+
+    result = await saga.result(filed.request_id)
+    assert result.status == "completed"
+    sweep = next(s for s in result.steps if s.name == "sweep").counts
+    assert sweep["memory_rows"] == 1
+    assert sweep["sessions"] == 1
+    assert sweep["events"] == 1
+    assert sweep["key_versions"] == 1  # the bypass insert created a new data key for the user
+    body = saga.receipt_body(filed.request_id)
+    assert body["second_sweep"]["memory_rows"] == 1
+    assert saga.platform.memory_store.rows_of(app, target) == []
+    assert saga.platform.sessions.session_ids(app, target) == []
+
+
+async def test_legal_hold_blocks_destructive_steps_until_released(saga: SagaHarness) -> None:
+    from stores.fingerprint import user_snapshot
+    from workers.service import progress, signal_hold_change
+
+    app = "saga-hold"
+    users = user_ids(1, 24)
+    target = users[0]
+    await saga.seed(app, users)
+    sk = subject_key(saga.platform.config.subject_secret, app, target)
+    saga.platform.requests.place_hold(sk, app, "litigation hold case 17", "legal")
+    before = await asyncio.to_thread(user_snapshot, saga.platform, app, target)
+    filed = await saga.file(app, target)
+
+    async def until_on_hold() -> None:
+        while True:
+            current = await progress(saga.client, filed.request_id)
+            if current is not None and current.on_hold:
+                return
+            await asyncio.sleep(0.1)
+
+    await asyncio.wait_for(until_on_hold(), 30)
+    await asyncio.sleep(1.0)
+    assert saga.platform.requests.get(filed.request_id).state == "on_hold"
+    during = await asyncio.to_thread(user_snapshot, saga.platform, app, target)
+    assert during == before  # nothing destructive ran
+    assert not saga.platform.ledger.user_fenced(sk)  # not even the fence
+
+    saga.platform.requests.release_hold(sk, "hold lifted by counsel", "legal")
+    assert await signal_hold_change(saga.client, saga.platform, sk) == filed.request_id
+    result = await saga.result(filed.request_id)
+    assert result.status == "completed"
+    holds = saga.receipt_body(filed.request_id)["holds"]
+    assert [(h["action"], h["reason"]) for h in holds] == [
+        ("placed", "litigation hold case 17"),
+        ("released", "hold lifted by counsel"),
+    ]
