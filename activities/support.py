@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 import psycopg
+import structlog
 from botocore.exceptions import ClientError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -17,6 +18,12 @@ from stores.errors import InvalidIdentifier, RequestNotFound, UnknownSchema
 from stores.platform import Platform
 from workflows import error_types
 
+log = structlog.get_logger("activities")
+
+#: Crash drills only: seconds to pause at the start of every activity and after every heartbeat, so
+#: a kill lands inside a batched step or between steps. Set by the worker from ERASURE_CHAOS_PAUSE_MS;
+#: zero in normal operation.
+PAUSE_AFTER_BEAT = 0.0
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -32,8 +39,14 @@ def translate_errors(fn: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        info = activity.info()
+        log.info("activity_started", activity=info.activity_type, attempt=info.attempt, workflow=info.workflow_id)
+        if PAUSE_AFTER_BEAT:
+            time.sleep(PAUSE_AFTER_BEAT)  # crash drills: let a kill land between steps too
         try:
-            return fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
+            log.info("activity_done", activity=info.activity_type, workflow=info.workflow_id)
+            return result
         except InvalidIdentifier as exc:
             raise non_retryable(str(exc), error_types.INVALID_IDENTIFIER) from None
         except UnknownSchema as exc:
@@ -61,11 +74,6 @@ def heartbeat_details(default: dict[str, Any]) -> dict[str, Any]:
     if details and isinstance(details[0], dict):
         return {**default, **details[0]}
     return dict(default)
-
-
-#: Crash drills only: seconds to pause after every heartbeat so a kill lands inside a batched step.
-#: Set by the worker from ERASURE_CHAOS_PAUSE_MS; zero in normal operation.
-PAUSE_AFTER_BEAT = 0.0
 
 
 def beat(**details: Any) -> None:

@@ -40,7 +40,28 @@ class SagaHarness:
 
     async def result(self, request_id: str, wait_seconds: float = 120) -> ErasureResult:
         handle = self.client.get_workflow_handle(workflow_id(request_id), result_type=ErasureResult)
-        return await asyncio.wait_for(handle.result(), wait_seconds)
+        try:
+            return await asyncio.wait_for(handle.result(), wait_seconds)
+        except TimeoutError:
+            await self.dump(request_id)
+            raise
+
+    async def dump(self, request_id: str) -> None:
+        """Print what a stuck erasure is waiting for (pending activities, children, last failures)."""
+        for wid in (workflow_id(request_id), f"verify-{request_id}-main", f"verify-{request_id}-final"):
+            try:
+                desc = await self.client.get_workflow_handle(wid).describe()
+            except Exception as exc:
+                print(wid, "not found", type(exc).__name__)
+                continue
+            raw = desc.raw_description
+            print(wid, desc.status, "pending activities:", len(raw.pending_activities))
+            for pa in raw.pending_activities:
+                print("  ", pa.activity_type.name, pa.state, "attempt", pa.attempt, pa.last_failure.message[:200])
+            for child in raw.pending_children:
+                print("  child", child.workflow_id)
+            if raw.HasField("pending_workflow_task"):
+                print("  pending workflow task", raw.pending_workflow_task)
 
     async def erase(self, app: str, user: str, delay: int = 0, wait_seconds: float = 120) -> ErasureResult:
         filed = await self.file(app, user, delay)

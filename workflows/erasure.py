@@ -47,7 +47,7 @@ RETRY = RetryPolicy(
     maximum_interval=timedelta(seconds=30),
     non_retryable_error_types=list(error_types.NON_RETRYABLE),
 )
-QUICK_TIMEOUT = timedelta(seconds=30)
+QUICK_TIMEOUT = timedelta(seconds=15)
 BATCH_TIMEOUT = timedelta(minutes=30)
 HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 BATCHED_STEPS = frozenset({"artifacts", "sessions", "memory", "logs", "sweep"})

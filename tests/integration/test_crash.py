@@ -1,0 +1,72 @@
+"""Workers SIGKILLed inside batched steps and between steps: erasures resume and complete."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from pathlib import Path
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from stores.fingerprint import user_snapshot
+from stores.seeder import user_ids
+from tests.crash_drill import KillPoint, drill
+from tests.saga_harness import SagaHarness
+from tests.worker_process import WorkerProcess
+from workers.settings import Settings
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+
+DRILLS = {
+    "inside-batches": [
+        KillPoint("artifacts after 1 session", "erase_artifacts", lambda d: d.get("sessions_done", 0) >= 1),
+        KillPoint("artifacts after 5 sessions", "erase_artifacts", lambda d: d.get("sessions_done", 0) >= 5),
+        KillPoint("memory while following provenance", "forget_memory", lambda d: d.get("phase") == "provenance"),
+        KillPoint("logs after 2 segments", "purge_logs", lambda d: d.get("segments", 0) >= 2),
+        KillPoint("logs after 4 segments", "purge_logs", lambda d: d.get("segments", 0) >= 4),
+    ],
+    "between-steps": [
+        KillPoint("entering sessions", "erase_sessions"),
+        KillPoint("entering keys", "shred_keys"),
+        KillPoint("in main verification", stage="verify_main"),
+        KillPoint("during the durable timer", stage="wait"),
+        KillPoint("sweep after artifacts", "second_sweep", lambda d: d.get("phase") == "artifacts"),
+        KillPoint("entering lift_fence", "lift_fence"),
+    ],
+}
+
+
+@pytest.mark.parametrize("drill_name", sorted(DRILLS))
+async def test_killed_workers_resume_and_the_erasure_completes(
+    saga: SagaHarness, temporal_env: WorkflowEnvironment, local_stack: Settings, tmp_path: Path, drill_name: str
+) -> None:
+    app = f"crash-{drill_name}"
+    users = user_ids(2, 51 + len(drill_name), prefix="crash")
+    target, control = users
+    await saga.seed(app, users, "typical", 51)
+    control_before = user_snapshot(saga.platform, app, control)
+    settings = dataclasses.replace(local_stack, task_queue=f"crash-{uuid.uuid4().hex[:8]}")
+    harness = SagaHarness(saga.client, saga.platform, settings)
+    target_host = temporal_env.client.service_client.config.target_host
+    filed = await harness.file(app, target, delay=3)
+
+    hit = await drill(saga.client, settings, target_host, filed.request_id, DRILLS[drill_name], tmp_path)
+    assert hit == [p.name for p in DRILLS[drill_name]], hit  # every kill point was reached and killed
+
+    survivor = WorkerProcess(settings, target_host, tmp_path / "survivor.log").start()
+    try:
+        result = await harness.result(filed.request_id, wait_seconds=180)
+        again = await harness.erase(app, target)  # re-running changes nothing
+    finally:
+        survivor.stop()
+    assert result.status == "completed", result
+    assert all(sum(s.counts.values()) == 0 for s in again.steps if s.name not in ("fence", "lift_fence"))
+    steps = {s.name: s for s in result.steps}
+    if drill_name == "inside-batches":
+        assert steps["artifacts"].counts["resumed_from_heartbeat"] == 1  # resumed, not restarted
+    assert all(v == 0 for v in user_snapshot(saga.platform, app, target)["counts"].values())
+    control_after = user_snapshot(saga.platform, app, control)
+    assert {k for k in control_before if control_before[k] != control_after[k]} <= {"memories", "counts"}
+    body = harness.receipt_body(filed.request_id)  # verifies the signature
+    assert all(v["passed"] for v in body["verifications"])
