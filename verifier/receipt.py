@@ -92,10 +92,13 @@ def verify(document: Any, key: Ed25519PublicKey) -> dict[str, Any]:
         raise InvalidReceipt("unsupported signature algorithm")
     if sig.get("key_id") != key_id(key):
         raise InvalidReceipt("signed with another key (key id does not match this public key)")
+    value = str(sig.get("value", ""))
     try:
-        raw = base64.b64decode(str(sig.get("value", "")), validate=True)
+        raw = base64.b64decode(value, validate=True)
     except ValueError:
         raise InvalidReceipt("signature is not valid base64") from None
+    if base64.b64encode(raw).decode() != value:  # refuse non-canonical encodings of the same signature
+        raise InvalidReceipt("signature is not canonical base64")
     try:
         key.verify(raw, canonical(body))
     except InvalidSignature:

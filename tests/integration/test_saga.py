@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +13,7 @@ from stores.identity import subject_key
 from stores.seeder import user_ids
 from tests.saga_harness import SagaHarness
 
+HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
 
@@ -50,6 +53,10 @@ async def test_erasure_removes_every_copy_and_leaves_controls_identical(saga: Sa
     sk = subject_key(saga.platform.config.subject_secret, app, target)
     assert not saga.platform.ledger.user_fenced(sk)
     assert saga.platform.ledger.latest_erasure(sk) is not None
+    if os.environ.get("ERASURE_RECORD_HISTORY"):  # refresh tests/histories/ (see tests/unit/test_replay.py)
+        for wid, name in ((f"erasure-{result.request_id}", "erasure"), (f"verify-{result.request_id}-final", "verify")):
+            history = await saga.client.get_workflow_handle(wid).fetch_history()
+            (HISTORIES / f"{name}_completed.json").write_text(history.to_json())
 
 
 async def test_second_request_finds_nothing_and_duplicates_attach(saga: SagaHarness) -> None:

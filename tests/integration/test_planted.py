@@ -1,0 +1,135 @@
+"""Planted under-deletions: one store adapter broken at a time, the verifier catches each one.
+
+The broken adapter is used by the main pass and by the second sweep alike (as a real bug would be), so
+the final verification fails the matching check and the request ends ``verification_failed``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from functools import cached_property
+from typing import Any
+
+import pytest
+
+from stores.artifacts import ArtifactEraser
+from stores.keys import DataKeyStore
+from stores.logs import LogArchive
+from stores.memory import MemoryEraser
+from stores.platform import Platform
+from stores.seeder import user_ids
+from stores.sessions import SessionCounts, SessionStore
+from tests.saga_harness import SagaHarness
+from workers.local_secrets import load_secrets
+from workers.worker import build_worker
+from workflows.search_attributes import ERASURE_STATUS
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+
+
+class CurrentVersionsOnly(ArtifactEraser):
+    """Deletes like a naive client: current objects only, leaving old versions and new delete markers."""
+
+    def erase_prefix(self, prefix: str, on_batch: Callable[[int], None] | None = None) -> int:
+        removed = 0
+        for page in self._s3.get_paginator("list_objects_v2").paginate(Bucket=self._bucket, Prefix=prefix):
+            for obj in page.get("Contents", []):
+                self._s3.delete_object(Bucket=self._bucket, Key=obj["Key"])
+                removed += 1
+        return removed
+
+
+class KeepsUserState(SessionStore):
+    def erase_user_state(self, app_name: str, user_id: str) -> SessionCounts:
+        return SessionCounts()
+
+
+class IgnoresProvenance(MemoryEraser):
+    def _closure(
+        self, subject: str, session_refs: Sequence[str], created_before: datetime | None = None
+    ) -> tuple[list[uuid.UUID], list[uuid.UUID]]:
+        own, _derived = super()._closure(subject, [], created_before)
+        return own, []
+
+
+class SkipsFirstSegment(LogArchive):
+    def purge_segment(self, key: str, app_name: str, user_id: str, subject: str) -> int:
+        if key == min(self.segments_of(subject), default=None):
+            return 0
+        return super().purge_segment(key, app_name, user_id, subject)
+
+
+class LeavesWrappedKey(DataKeyStore):
+    def shred(self, subject_key: str) -> int:
+        return 0
+
+
+def broken_platform(base: Platform, component: str) -> Platform:
+    config = base.config
+
+    class Broken(Platform):
+        @cached_property
+        def artifacts(self) -> ArtifactEraser:
+            if component == "artifacts":
+                return CurrentVersionsOnly(self.s3, config.artifact_bucket)
+            return super().artifacts
+
+        @cached_property
+        def sessions(self) -> SessionStore:
+            return KeepsUserState(self.pool) if component == "sessions" else super().sessions
+
+        @cached_property
+        def memory(self) -> MemoryEraser:
+            return IgnoresProvenance(self.pool) if component == "memory" else super().memory
+
+        @cached_property
+        def logs(self) -> LogArchive:
+            if component == "logs":
+                return SkipsFirstSegment(self.s3, config.log_bucket, self.pool, config.subject_secret)
+            return super().logs
+
+        @cached_property
+        def keys(self) -> DataKeyStore:
+            if component == "keys":
+                return LeavesWrappedKey(self.pool, self.kms, config.kms_key_id, cache_ttl=0.0)
+            return super().keys
+
+    return Broken(config)
+
+
+PLANTS = {
+    "skip artifact versions": ("artifacts", "artifacts"),
+    "skip user_states": ("sessions", "sessions"),
+    "skip derived summaries": ("memory", "memory"),
+    "skip one log segment": ("logs", "logs"),
+    "leave the wrapped key": ("keys", "keys"),
+}
+
+
+@pytest.mark.parametrize("plant", sorted(PLANTS))
+async def test_verifier_catches_each_planted_under_deletion(saga: SagaHarness, plant: str) -> None:
+    component, check = PLANTS[plant]
+    app = f"plant-{component}"
+    users = user_ids(2, 61, prefix=f"plant{component}")
+    await saga.seed(app, users, "small", 61)
+    platform = broken_platform(saga.platform, component)
+    settings = dataclasses.replace(saga.settings, task_queue=f"plant-{uuid.uuid4().hex[:8]}")
+    harness = SagaHarness(saga.client, platform, settings)
+    try:
+        async with build_worker(saga.client, settings.task_queue, platform, load_secrets(settings).signing_key):
+            result = await harness.erase(app, users[0])
+    finally:
+        platform.close()
+    assert result.status == "verification_failed"
+    assert saga.platform.requests.get(result.request_id).state == "verification_failed"
+    desc = await saga.client.get_workflow_handle(f"erasure-{result.request_id}").describe()
+    assert desc.typed_search_attributes.get(ERASURE_STATUS) == "verification_failed"
+    body = saga.receipt_body(result.request_id)
+    final: dict[str, Any] = next(v for v in body["verifications"] if v["phase"] == "final")
+    failed = {c["check"]: c for c in final["checks"] if not c["passed"]}
+    assert set(failed) == {check}, failed
+    assert any(failed[check]["counts"].values())
+    assert failed[check]["detail"].endswith("remain")

@@ -1,0 +1,49 @@
+"""Recorded histories replay cleanly against the current workflow code (determinism guard).
+
+The histories in tests/histories/ were recorded from real erasures on the dev server (refresh them with
+``ERASURE_RECORD_HISTORY=1 pytest tests/integration/test_saga.py -k removes``). Their payloads are
+encrypted with the test suite's fixed payload key, so replaying also exercises the codec.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.worker import Replayer
+
+from tests.stack_fixture import TEST_PAYLOAD_KEY
+from verifier.workflow import VerifierWorkflow
+from workers.codec import data_converter
+from workflows.erasure import ErasureWorkflow
+
+HISTORIES = Path(__file__).resolve().parents[1] / "histories"
+
+
+@pytest.mark.parametrize("name", ["erasure_completed.json", "verify_completed.json"])
+async def test_recorded_history_replays(name: str) -> None:
+    text = (HISTORIES / name).read_text()
+    first = json.loads(text)["events"][0]
+    workflow_id = first["workflowExecutionStartedEventAttributes"].get("workflowId", "recorded")
+    replayer = Replayer(
+        workflows=[ErasureWorkflow, VerifierWorkflow],
+        data_converter=data_converter(bytes.fromhex(TEST_PAYLOAD_KEY)),
+    )
+    result = await replayer.replay_workflow(WorkflowHistory.from_json(workflow_id, text), raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure
+
+
+async def test_a_changed_workflow_is_detected_as_nondeterministic() -> None:
+    """The replay check can fail: a history whose activity sequence differs is refused."""
+    history = json.loads((HISTORIES / "erasure_completed.json").read_text())
+    for event in history["events"]:
+        attrs = event.get("activityTaskScheduledEventAttributes")
+        if attrs and attrs["activityType"]["name"] == "erase_artifacts":
+            attrs["activityType"]["name"] = "erase_something_else"
+    replayer = Replayer(workflows=[ErasureWorkflow], data_converter=data_converter(bytes.fromhex(TEST_PAYLOAD_KEY)))
+    result = await replayer.replay_workflow(
+        WorkflowHistory.from_json("tampered", json.dumps(history)), raise_on_replay_failure=False
+    )
+    assert result.replay_failure is not None
