@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -81,5 +82,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def run() -> None:
+    """Console entry point. Exits without interpreter finalisation: the Temporal client's native runtime
+    threads can abort a finalising interpreter (PyGILState_Release), turning success into SIGABRT."""
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
