@@ -9,7 +9,7 @@ from typing import Any
 
 from temporalio import activity
 
-from activities.support import PlatformActivities, translate_errors
+from activities.support import PlatformActivities, count, translate_errors
 from stores.embedding import tokens
 from stores.identity import token_digest
 from stores.redaction import sensitive
@@ -140,4 +140,5 @@ class RequestActivities(PlatformActivities):
                 datetime.fromisoformat(shredded) if shredded else None,
             )
         requests.merge_record(inp.request_id, {"ciphertext_sample_destroyed": True})
-        requests.forget_user_id(inp.request_id)
+        if requests.forget_user_id(inp.request_id) or inp.status == "failed":
+            count("erasure_requests_finished", "erasure requests by final status", status=inp.status)

@@ -43,9 +43,14 @@ def translate_errors(fn: Callable[P, R]) -> Callable[P, R]:
         log.info("activity_started", activity=info.activity_type, attempt=info.attempt, workflow=info.workflow_id)
         if PAUSE_AFTER_BEAT:
             time.sleep(PAUSE_AFTER_BEAT)  # crash drills: let a kill land between steps too
+        started = time.monotonic()
         try:
             result = fn(*args, **kwargs)
-            log.info("activity_done", activity=info.activity_type, workflow=info.workflow_id)
+            elapsed = time.monotonic() - started
+            log.info("activity_done", activity=info.activity_type, workflow=info.workflow_id, seconds=round(elapsed, 3))
+            activity.metric_meter().create_histogram_float(
+                "erasure_step_duration", "time per saga step (activity), by step", "s"
+            ).record(elapsed, {"step": info.activity_type})
             return result
         except InvalidIdentifier as exc:
             raise non_retryable(str(exc), error_types.INVALID_IDENTIFIER) from None
@@ -66,6 +71,12 @@ def translate_errors(fn: Callable[P, R]) -> Callable[P, R]:
             raise ApplicationError("database unavailable", type="DatabaseUnavailable") from None
 
     return wrapper
+
+
+def count(name: str, description: str, value: int = 1, **labels: str) -> None:
+    """Add to one of our Prometheus counters (exported with the SDK's metrics on the worker's port)."""
+    if value:
+        activity.metric_meter().create_counter(name, description).add(value, labels)
 
 
 def heartbeat_details(default: dict[str, Any]) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from activities.support import PlatformActivities, beat, translate_errors
+from activities.support import PlatformActivities, beat, count, translate_errors
 from stores.identity import session_ref
 from stores.platform import Platform
 from stores.redaction import sensitive
@@ -50,4 +50,6 @@ class SweepActivities(PlatformActivities):
         subject = self.subject(inp.request_id, inp.subject_key, inp.app_name)
         found = sweep_subject(self.platform, inp.request_id, inp.subject_key, inp.app_name, subject.user_id)
         self.platform.requests.merge_record(inp.request_id, {"second_sweep": found})
+        for store, n in found.items():
+            count("erasure_late_writes_found", "late writes removed by sweeps", n, store=store, sweep="second")
         return StepResult("sweep", found)

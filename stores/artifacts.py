@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from stores.identity import key_part, validate_app_name, validate_id, validate_subject_key
@@ -70,8 +71,10 @@ class ArtifactEraser:
         self._s3 = s3
         self._bucket = bucket
 
-    def _entries(self, prefix: str) -> Iterator[tuple[list[dict[str, str]], int, int]]:
-        """Pages of (delete entries, versions, markers) under a prefix."""
+    def _entries(
+        self, prefix: str, modified_before: datetime | None = None
+    ) -> Iterator[tuple[list[dict[str, str]], int, int]]:
+        """Pages of (delete entries, versions, markers) under a prefix (optionally only older ones)."""
         pages = self._s3.get_paginator("list_object_versions").paginate(
             Bucket=self._bucket, Prefix=prefix, PaginationConfig={"PageSize": BATCH}
         )
@@ -79,6 +82,9 @@ class ArtifactEraser:
             entries: list[dict[str, str]] = []
             versions = page.get("Versions", [])
             markers = page.get("DeleteMarkers", [])
+            if modified_before is not None:
+                versions = [v for v in versions if v["LastModified"] < modified_before]
+                markers = [m for m in markers if m["LastModified"] < modified_before]
             for item in [*versions, *markers]:
                 entry = {"Key": item["Key"]}
                 if item.get("VersionId") and item["VersionId"] != "null":
@@ -87,7 +93,9 @@ class ArtifactEraser:
             if entries:
                 yield entries, len(versions), len(markers)
 
-    def erase_prefix(self, prefix: str, on_batch: Callable[[int], None] | None = None) -> int:
+    def erase_prefix(
+        self, prefix: str, on_batch: Callable[[int], None] | None = None, modified_before: datetime | None = None
+    ) -> int:
         """Delete every version and marker under ``prefix``; idempotent. Returns entries removed."""
         removed = 0
         pending: list[dict[str, str]] = []
@@ -108,7 +116,7 @@ class ArtifactEraser:
                 if on_batch:
                     on_batch(removed)
 
-        for entries, _v, _m in self._entries(prefix):
+        for entries, _v, _m in self._entries(prefix, modified_before):
             pending.extend(entries)
             if len(pending) >= BATCH:
                 flush()
@@ -130,9 +138,15 @@ class ArtifactEraser:
     def erase_user_scope(self, app_name: str, subject: str, on_batch: Callable[[int], None] | None = None) -> int:
         return self.erase_prefix(user_scope_prefix(app_name, subject), on_batch)
 
-    def erase_everything_of(self, app_name: str, subject: str, on_batch: Callable[[int], None] | None = None) -> int:
+    def erase_everything_of(
+        self,
+        app_name: str,
+        subject: str,
+        on_batch: Callable[[int], None] | None = None,
+        modified_before: datetime | None = None,
+    ) -> int:
         """The whole user prefix: catches artifacts of sessions that no longer exist (stranded)."""
-        return self.erase_prefix(user_prefix(app_name, subject), on_batch)
+        return self.erase_prefix(user_prefix(app_name, subject), on_batch, modified_before)
 
     def count_user(self, app_name: str, subject: str) -> ScopeListing:
         """Everything under the user's prefix: every session scope and the user scope."""

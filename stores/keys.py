@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from psycopg_pool import ConnectionPool
@@ -124,11 +125,14 @@ class DataKeyStore:
 
     # ----- erase and check -----------------------------------------------------------------------
 
-    def shred(self, subject_key: str) -> int:
-        """Delete every wrapped key version of the subject; idempotent. Returns versions destroyed."""
+    def shred(self, subject_key: str, created_before: datetime | None = None) -> int:
+        """Delete every wrapped key version of the subject (optionally only those created before a time,
+        so a returning user's new key survives a later sweep); idempotent. Returns versions destroyed."""
         with self._pool.connection() as conn:
             rows = conn.execute(
-                "DELETE FROM data_keys WHERE subject_key = %s RETURNING key_id, kms_key_id", (subject_key,)
+                "DELETE FROM data_keys WHERE subject_key = %s AND (%s::timestamptz IS NULL OR created_at < %s) "
+                "RETURNING key_id, kms_key_id",
+                (subject_key, created_before, created_before),
             ).fetchall()
         with self._lock:
             self._current.pop(subject_key, None)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -76,7 +77,8 @@ class LogArchive:
     def ship(self, lines: Sequence[LogLine], window_start: datetime, shard: int) -> str:
         key = segment_key(window_start, shard)
         body = "".join(line.to_json() + "\n" for line in lines).encode("utf-8")
-        self._s3.put_object(Bucket=self._bucket, Key=key, Body=body, ContentType="application/x-ndjson")
+        with self._segment_lock(key):
+            self._s3.put_object(Bucket=self._bucket, Key=key, Body=body, ContentType="application/x-ndjson")
         per_subject: dict[str, int] = {}
         for line in lines:
             for user in {u for u in (line.user_id, *line.mentioned) if u}:
@@ -98,11 +100,13 @@ class LogArchive:
 
     # ----- reading --------------------------------------------------------------------------------
 
-    def segments_of(self, subject: str) -> list[str]:
+    def segments_of(self, subject: str, window_before: datetime | None = None) -> list[str]:
         with self._pool.connection() as conn:
             rows = conn.execute(
-                "SELECT segment_key FROM log_subject_index WHERE subject_key = %s ORDER BY segment_key",
-                (subject,),
+                "SELECT i.segment_key FROM log_subject_index i JOIN log_segments s USING (segment_key) "
+                "WHERE i.subject_key = %s AND (%s::timestamptz IS NULL OR s.window_start < %s) "
+                "ORDER BY i.segment_key",
+                (subject, window_before, window_before),
             ).fetchall()
         return [r[0] for r in rows]
 
@@ -142,8 +146,29 @@ class LogArchive:
 
     def purge_segment(self, key: str, app_name: str, user_id: str, subject: str) -> int:
         """Remove the user's lines from one segment; returns lines removed (0 on a repeat)."""
-        records = self.read(key)
-        kept = [r for r in records if not line_of_user(r, app_name, user_id)]
+        return self.purge_matching(key, subject, lambda r: line_of_user(r, app_name, user_id))
+
+    @contextmanager
+    def _segment_lock(self, key: str) -> Iterator[None]:
+        """Serialise read-modify-write of one segment across processes: two erasures purging the same
+        segment at once would otherwise each write back the other's lines (a lost update)."""
+        with self._pool.connection() as conn:
+            conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 7))", (key,))
+            try:
+                yield
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 7))", (key,))
+
+    def purge_matching(self, key: str, subject: str, doomed: Callable[[dict[str, Any]], bool]) -> int:
+        """Remove the lines ``doomed`` selects, replace the object, drop old versions and the index row."""
+        with self._segment_lock(key):
+            return self._purge_locked(key, subject, doomed)
+
+    def _purge_locked(self, key: str, subject: str, doomed: Callable[[dict[str, Any]], bool]) -> int:
+        records = self.read_if_exists(key)
+        if records is None:
+            records = []
+        kept = [r for r in records if not doomed(r)]
         removed = len(records) - len(kept)
         current_version: str | None = None
         if removed:

@@ -244,6 +244,12 @@ class MemoryEraser:
             ).fetchone()
         return int(row[0]) if row else 0
 
+    def user_id_of(self, subject: str) -> str | None:
+        """The raw user id behind a subject key, if any memory row of theirs exists (indexed)."""
+        with self._pool.connection() as conn:
+            row = conn.execute("SELECT user_id FROM memories WHERE subject_key = %s LIMIT 1", (subject,)).fetchone()
+        return str(row[0]) if row else None
+
     def count_with_digests(self, digests: Sequence[str]) -> int:
         """Rows anywhere whose words include one of these keyed token digests (canary check)."""
         if not digests:

@@ -78,6 +78,24 @@ class SessionStore:
             ).rowcount
         return SessionCounts(user_states=n)
 
+    def erase_user_state_before(self, app_name: str, user_id: str, before: datetime) -> SessionCounts:
+        self.check_schema()
+        with self._pool.connection() as conn:
+            n = conn.execute(
+                "DELETE FROM user_states WHERE app_name = %s AND user_id = %s AND update_time < %s",
+                (app_name, user_id, before),
+            ).rowcount
+        return SessionCounts(user_states=n)
+
+    def session_ids_created_before(self, app_name: str, user_id: str, before: datetime) -> list[str]:
+        self.check_schema()
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT id FROM sessions WHERE app_name = %s AND user_id = %s AND create_time < %s ORDER BY id",
+                (app_name, user_id, before),
+            ).fetchall()
+        return [r[0] for r in rows]
+
     def count_user(self, app_name: str, user_id: str) -> SessionCounts:
         self.check_schema()
         with self._pool.connection() as conn:

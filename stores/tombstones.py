@@ -104,6 +104,15 @@ class TombstoneLedger:
             ).fetchall()
         return [LedgerEntry(*r) for r in rows]
 
+    def entry(self, request_id: str) -> LedgerEntry | None:
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT request_id, subject_key, app_name, erased_at, keys_shredded_at FROM erasure_ledger "
+                "WHERE request_id = %s",
+                (request_id,),
+            ).fetchone()
+        return LedgerEntry(*row) if row else None
+
     def latest_erasure(self, subject_key: str) -> LedgerEntry | None:
         with self._pool.connection() as conn:
             row = conn.execute(

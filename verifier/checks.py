@@ -15,7 +15,7 @@ from typing import Any
 
 from temporalio import activity
 
-from activities.support import PlatformActivities, beat, translate_errors
+from activities.support import PlatformActivities, beat, count, translate_errors
 from stores.errors import CiphertextInvalid, DataKeyShredded
 from stores.identity import session_ref, subject_key
 from stores.logs import line_of_user
@@ -54,7 +54,10 @@ class VerifierActivities(PlatformActivities):
             user_id = None
         record = self.platform.requests.get(inp.request_id).record
         with sensitive(user_id or ""):
-            return checks[inp.check](inp, user_id, record)
+            result = checks[inp.check](inp, user_id, record)
+        if not result.passed:
+            count("erasure_verification_failures", "failed verification checks", check=inp.check, phase=inp.phase)
+        return result
 
     def _belongs(self, app_name: str, subject: str) -> Callable[[str], bool]:
         secret = self.platform.config.subject_secret

@@ -267,6 +267,35 @@ def _codec_server(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _schedule(args: argparse.Namespace, settings: Settings) -> int:
+    from workers import schedule
+    from workers.temporal_client import connect
+
+    async def main() -> int:
+        client = await connect(settings)
+        if args.schedule_command == "install":
+            print(f"schedule {schedule.SCHEDULE_ID}: {await schedule.install(client, settings)}")
+        elif args.schedule_command == "list":
+            views = await schedule.list_schedules(client)
+            for v in views:
+                state = "paused" if v.paused else "active"
+                print(f"{v.schedule_id}  {state}  every {v.every}  recent runs {v.recent_runs}  next {v.next_runs[:1]}")
+            if not views:
+                print("no schedules (run 'erasure schedule install')")
+        elif args.schedule_command == "pause":
+            await schedule.pause(client)
+            print(f"schedule {schedule.SCHEDULE_ID}: paused")
+        elif args.schedule_command == "resume":
+            await schedule.resume(client)
+            print(f"schedule {schedule.SCHEDULE_ID}: resumed")
+        else:
+            await schedule.trigger(client)
+            print(f"schedule {schedule.SCHEDULE_ID}: triggered (skipped if a sweep is still running)")
+        return 0
+
+    return asyncio.run(main())
+
+
 def register(sub: Any) -> None:
     """Add the erasure subcommands to the ``erasure`` parser."""
     sub.add_parser("worker", help="run the worker (all workflows and activities)").set_defaults(handler=_worker)
@@ -329,6 +358,10 @@ def register(sub: Any) -> None:
 
     demo = sub.add_parser("demo", help="run a real erasure end to end on the local stack")
     demo.set_defaults(handler=_demo)
+
+    sc = sub.add_parser("schedule", help="manage the scheduled late-writer sweep")
+    sc.add_argument("schedule_command", choices=["install", "list", "pause", "resume", "trigger"])
+    sc.set_defaults(handler=_schedule)
 
     cs = sub.add_parser("codec-server", help="serve the payload codec so Temporal UI can decode payloads")
     cs.add_argument("--port", type=int, default=8081)

@@ -99,6 +99,12 @@ class Settings:
     )
     log_format: str = _env("ERASURE_LOG_FORMAT", "auto", "Log output: auto (console on a terminal), json or console.")
     metrics_port: str = _env("ERASURE_METRICS_PORT", "0", "Prometheus metrics port of the worker (0: off).")
+    sweep_interval_minutes: str = _env(
+        "ERASURE_SWEEP_INTERVAL_MINUTES", "60", "How often the scheduled late-writer sweep runs."
+    )
+    sweep_lookback_hours: str = _env(
+        "ERASURE_SWEEP_LOOKBACK_HOURS", "720", "The sweep checks every subject erased within this many hours."
+    )
     chaos_pause_ms: str = _env(
         "ERASURE_CHAOS_PAUSE_MS",
         "0",
@@ -122,6 +128,8 @@ class Settings:
                 raise ConfigError(f"{self._var(name)} must be a port number, got {getattr(self, name)!r}")
         if self.ingestion_delay < 0:
             raise ConfigError("ERASURE_INGESTION_DELAY_SECONDS must not be negative")
+        if self.sweep_interval <= 0 or self.sweep_lookback <= 0:
+            raise ConfigError("ERASURE_SWEEP_INTERVAL_MINUTES and ERASURE_SWEEP_LOOKBACK_HOURS must be positive")
         if self.due_days_int <= 0:
             raise ConfigError("ERASURE_DUE_DAYS must be positive")
         if self.log_format not in ("auto", "json", "console"):
@@ -203,6 +211,14 @@ class Settings:
             "s3": self._int("s3_port"),
             "kms": self._int("kms_port"),
         }
+
+    @property
+    def sweep_interval(self) -> int:
+        return self._int("sweep_interval_minutes")
+
+    @property
+    def sweep_lookback(self) -> int:
+        return self._int("sweep_lookback_hours")
 
     @property
     def chaos_pause_seconds(self) -> float:

@@ -16,6 +16,7 @@ from activities import support
 from activities.artifacts import ArtifactActivities
 from activities.fence import FenceActivities
 from activities.keys import KeyActivities
+from activities.late_sweep import LateSweepActivities
 from activities.logs import LogActivities
 from activities.memory import MemoryActivities
 from activities.request import RequestActivities
@@ -27,6 +28,7 @@ from verifier.receipt_activity import ReceiptActivities
 from verifier.workflow import VerifierWorkflow
 from workers.logging_setup import get_logger
 from workflows.erasure import ErasureWorkflow
+from workflows.sweep import LateWriterSweepWorkflow
 
 GRACEFUL_SHUTDOWN = timedelta(seconds=30)
 log = get_logger("workers.worker")
@@ -42,6 +44,7 @@ def activity_objects(platform: Platform, signing_seed: bytes) -> list[Any]:
         LogActivities(platform),
         KeyActivities(platform),
         SweepActivities(platform),
+        LateSweepActivities(platform),
         VerifierActivities(platform),
         ReceiptActivities(platform, signing_seed),
     ]
@@ -59,7 +62,7 @@ def activity_functions(objects: Sequence[Any]) -> list[Any]:
 
 
 def workflows() -> list[type]:
-    return [ErasureWorkflow, VerifierWorkflow]
+    return [ErasureWorkflow, VerifierWorkflow, LateWriterSweepWorkflow]
 
 
 def build_worker(

@@ -51,6 +51,10 @@ def test_stack_up_status_down(tmp_path: Path) -> None:
         with urllib.request.urlopen(settings.ui_url, timeout=10) as resp:  # noqa: S310 - local UI
             assert resp.status == 200
 
+        schedules = run(env, "schedule", "list")
+        assert schedules.returncode == 0, schedules.stderr
+        assert "late-writer-sweep  active  every 1:00:00" in schedules.stdout
+
         second = run(env, "stack", "up")
         assert second.returncode == 0, second.stderr
         assert second.stdout.count("already running") == 4

@@ -214,3 +214,23 @@ def test_fence_refuses_writes_and_searches_while_tombstoned(platform: Platform) 
     assert len(platform.memory_store.rows_of(app, user)) == 1
     # another user with a session of the same id is not blocked
     assert not platform.ledger.session_erased(subject_key(platform.config.subject_secret, app, other), copy.id)
+
+
+def test_concurrent_purges_of_a_shared_segment_lose_nothing(platform: Platform) -> None:
+    """Two erasures rewriting the same log segments at once must not write back each other's lines."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    app = "lograce"
+    users = user_ids(6, 16)
+    seed(platform, app, users)
+    secret = platform.config.subject_secret
+    subjects = {u: subject_key(secret, app, u) for u in users}
+    shared = set(platform.logs.segments_of(subjects[users[0]])) & set(platform.logs.segments_of(subjects[users[1]]))
+    assert shared  # the seeder writes every user's lines of one window into one segment
+    with ThreadPoolExecutor(max_workers=len(users)) as pool:
+        list(pool.map(lambda u: platform.logs.purge_user(app, u, subjects[u]), users))
+    for user in users:
+        remaining = sum(
+            1 for key in shared for r in platform.logs.read(key) if r.get("user_id") == user or user in r.get("msg", "")
+        )
+        assert remaining == 0, user

@@ -77,6 +77,14 @@ def setup(settings: Settings, echo: Echo) -> None:
     echo(f"  buckets: {', '.join(bucket_plan(settings))}")
     echo(f"  kms key: {resolve_kms_key_id(settings)}")
     asyncio.run(_register_search_attributes(settings))
+    echo(f"  schedule: late-writer sweep {asyncio.run(_install_schedule(settings))}")
+
+
+async def _install_schedule(settings: Settings) -> str:
+    from workers.schedule import install
+    from workers.temporal_client import connect
+
+    return await install(await connect(settings), settings)
 
 
 def up(settings: Settings, echo: Echo = print, parts: Iterable[Part] | None = None) -> None:

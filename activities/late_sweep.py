@@ -1,0 +1,41 @@
+"""Scheduled late-writer sweep activities: page through the erasure ledger, sweep one subject."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import structlog
+from temporalio import activity
+
+from activities.support import PlatformActivities, count, translate_errors
+from stores.late_sweep import sweep_erased_subject
+from workflows.contracts import SweepFinding, SweepPage, SweepPageInput, SweepSubjectInput
+
+log = structlog.get_logger("activities.late_sweep")
+
+
+class LateSweepActivities(PlatformActivities):
+    @activity.defn(name="sweep_page")
+    @translate_errors
+    def sweep_page(self, inp: SweepPageInput) -> SweepPage:
+        since = datetime.now(UTC) - timedelta(hours=inp.lookback_hours)
+        entries = self.platform.ledger.erased_since(since, inp.after_request_id, inp.page_size)
+        ids = [e.request_id for e in entries]
+        return SweepPage(request_ids=ids, last_request_id=ids[-1] if ids else inp.after_request_id)
+
+    @activity.defn(name="sweep_subject")
+    @translate_errors
+    def sweep_subject(self, inp: SweepSubjectInput) -> SweepFinding:
+        entry = self.platform.ledger.entry(inp.request_id)
+        if entry is None:
+            return SweepFinding(inp.request_id, "", {})
+        counts = sweep_erased_subject(self.platform, entry)
+        found = {k: v for k, v in counts.items() if v}
+        if found:
+            log.warning("late_writes_found", subject_key=entry.subject_key, request_id=entry.request_id, **found)
+            self.platform.requests.append_record(
+                entry.request_id, "late_writer_sweeps", {"at": datetime.now(UTC).isoformat(), "found": found}
+            )
+            for store, n in found.items():
+                count("erasure_late_writes_found", "late writes removed by sweeps", n, store=store, sweep="scheduled")
+        return SweepFinding(entry.request_id, entry.subject_key, counts)
