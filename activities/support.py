@@ -49,8 +49,8 @@ def translate_errors(fn: Callable[P, R]) -> Callable[P, R]:
             elapsed = time.monotonic() - started
             log.info("activity_done", activity=info.activity_type, workflow=info.workflow_id, seconds=round(elapsed, 3))
             activity.metric_meter().create_histogram_float(
-                "erasure_step_duration", "time per saga step (activity), by step", "s"
-            ).record(elapsed, {"step": info.activity_type})
+                "erasure_step_duration_ms", "time per saga step (activity), by step", "ms"
+            ).record(elapsed * 1000.0, {"step": info.activity_type})
             return result
         except InvalidIdentifier as exc:
             raise non_retryable(str(exc), error_types.INVALID_IDENTIFIER) from None

@@ -167,7 +167,7 @@ async def test_metrics_and_two_workers_sharing_a_task_queue(
         for w in workers:
             w.stop()
     assert [r.status for r in results] == ["completed"] * len(users)
-    for name in ("erasure_requests_finished", "erasure_step_duration", "temporal_activity_execution_latency"):
+    for name in ("erasure_requests_finished", "erasure_step_duration_ms_bucket", "temporal_activity_execution_latency"):
         assert name in metrics, name
     for log in ("w1.log", "w2.log"):
         assert '"activity_done"' in (tmp_path / log).read_text(), f"{log} did no work"
