@@ -10,6 +10,7 @@ from typing import Any
 from temporalio import activity
 
 from activities.support import PlatformActivities, count, translate_errors
+from stores import tombstone_journal as journal
 from stores.embedding import tokens
 from stores.identity import token_digest
 from stores.redaction import sensitive
@@ -138,6 +139,18 @@ class RequestActivities(PlatformActivities):
                 inp.app_name,
                 completed,
                 datetime.fromisoformat(shredded) if shredded else None,
+            )
+            journal.write(
+                self.platform.s3,
+                self.platform.config.receipt_bucket,
+                journal.JournalEntry(
+                    request_id=inp.request_id,
+                    subject_key=inp.subject_key,
+                    app_name=inp.app_name,
+                    erased_at=completed.isoformat(),
+                    keys_shredded_at=shredded,
+                    sessions=self.platform.ledger.sessions_of(inp.subject_key),
+                ),
             )
         requests.merge_record(inp.request_id, {"ciphertext_sample_destroyed": True})
         if requests.forget_user_id(inp.request_id) or inp.status == "failed":

@@ -11,6 +11,7 @@ mentions are swept too.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from stores.identity import session_ref, subject_key
@@ -44,7 +45,9 @@ def sweep_erased_subject(platform: Platform, entry: LedgerEntry) -> dict[str, in
             counts += platform.sessions.erase_user_state_before(app, user_id, before)
         refs = [session_ref(subject, s) for s in platform.ledger.sessions_of(subject)]
         memory = platform.memory.erase_user(subject, refs, created_before=before)
-        artifacts = platform.artifacts.erase_everything_of(app, subject, modified_before=before)
+        # S3 LastModified has one-second resolution: only objects clearly older than the erasure count
+        older = before.replace(microsecond=0) - timedelta(seconds=1)
+        artifacts = platform.artifacts.erase_everything_of(app, subject, modified_before=older)
 
         def doomed(record: dict[str, Any]) -> bool:
             owner = record.get("user_id")

@@ -267,6 +267,16 @@ def _codec_server(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _replay_tombstones(_args: argparse.Namespace, settings: Settings) -> int:
+    from stores.restore import replay_tombstones
+
+    with _platform(settings) as platform:
+        entries, totals = replay_tombstones(platform)
+    removed = ", ".join(f"{k}={v}" for k, v in sorted(totals.items()) if v) or "nothing to remove"
+    print(f"replayed {entries} erasures from the tombstone journal: {removed}")
+    return 0
+
+
 def _schedule(args: argparse.Namespace, settings: Settings) -> int:
     from workers import schedule
     from workers.temporal_client import connect
@@ -358,6 +368,10 @@ def register(sub: Any) -> None:
 
     demo = sub.add_parser("demo", help="run a real erasure end to end on the local stack")
     demo.set_defaults(handler=_demo)
+
+    sub.add_parser(
+        "replay-tombstones", help="after restoring a backup: re-apply every erasure before data goes live"
+    ).set_defaults(handler=_replay_tombstones)
 
     sc = sub.add_parser("schedule", help="manage the scheduled late-writer sweep")
     sc.add_argument("schedule_command", choices=["install", "list", "pause", "resume", "trigger"])

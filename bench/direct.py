@@ -1,0 +1,63 @@
+"""The raw limit: the same deletions an erasure makes, done directly, with no orchestration, fence,
+verification or receipt. Indexed keys only, as the saga's own stores use them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stores.artifacts import BATCH, user_prefix
+from stores.identity import subject_key
+from stores.platform import Platform
+
+
+@dataclass(frozen=True)
+class DirectResult:
+    events: int
+    sessions: int
+    user_states: int
+    memories: int
+    object_versions: int
+    log_segments: int
+    log_lines: int
+    data_keys: int
+
+
+def erase_directly(platform: Platform, app_name: str, user_id: str) -> DirectResult:
+    sk = subject_key(platform.config.subject_secret, app_name, user_id)
+    with platform.pool.connection() as conn, conn.transaction():
+        events = conn.execute("DELETE FROM events WHERE app_name = %s AND user_id = %s", (app_name, user_id)).rowcount
+        sessions = conn.execute(
+            "DELETE FROM sessions WHERE app_name = %s AND user_id = %s", (app_name, user_id)
+        ).rowcount
+        states = conn.execute(
+            "DELETE FROM user_states WHERE app_name = %s AND user_id = %s", (app_name, user_id)
+        ).rowcount
+        memories = conn.execute("DELETE FROM memories WHERE subject_key = %s", (sk,)).rowcount
+
+    bucket = platform.config.artifact_bucket
+    removed = 0
+    pending: list[dict[str, str]] = []
+
+    def flush(limit: int) -> None:
+        nonlocal pending, removed
+        while len(pending) >= limit and pending:
+            batch, pending = pending[:BATCH], pending[BATCH:]
+            platform.s3.delete_objects(
+                Bucket=bucket,
+                Delete={"Objects": batch, "Quiet": True},  # type: ignore[typeddict-item]
+            )
+            removed += len(batch)
+
+    pages = platform.s3.get_paginator("list_object_versions").paginate(
+        Bucket=bucket, Prefix=user_prefix(app_name, sk), PaginationConfig={"PageSize": BATCH}
+    )
+    for page in pages:
+        for item in [*page.get("Versions", []), *page.get("DeleteMarkers", [])]:
+            pending.append({"Key": item["Key"], "VersionId": item["VersionId"]})
+        flush(BATCH)
+    flush(1)
+
+    segments, lines = platform.logs.purge_user(app_name, user_id, sk)
+    with platform.pool.connection() as conn:
+        keys = conn.execute("DELETE FROM data_keys WHERE subject_key = %s", (sk,)).rowcount
+    return DirectResult(events, sessions, states, memories, removed, segments, lines, keys)

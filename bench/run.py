@@ -1,0 +1,370 @@
+"""The benchmark itself: start a stack, seed, measure, print, write JSON and a PNG."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import math
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from bench import ceiling
+from bench.counters import CallCounter, group, watch_boto, watch_sql
+from bench.direct import erase_directly
+from bench.history import counts_by_name, records, step_times
+from bench.png import bar_chart
+from bench.stats import Row, Target, format_table, ratio, summarize
+from stores.platform import Platform
+from stores.seeder import seed_platform, user_ids
+from tests.stack_fixture import make_test_settings
+from workers.local_secrets import load_secrets
+from workers.service import file_request
+from workers.settings import Settings
+from workers.stack import launcher
+from workers.temporal_client import connect
+from workers.wiring import build_platform
+from workers.worker import build_worker
+from workflows.contracts import VERIFIER_WORKFLOW, ErasureResult, VerifyInput, VerifyResult
+
+APP = "bench-agent"
+
+
+@dataclass(frozen=True)
+class Plan:
+    quick: bool
+    runs: int
+    target_size: str  # the measured user ("large"; "typical" in quick mode)
+    background_small: int  # background users of "typical" size, small platform
+    background_large: int  # ... large platform
+    concurrent: int  # concurrent "small" erasures for throughput
+    out_dir: Path
+
+    @classmethod
+    def make(cls, quick: bool, runs: int | None, out_dir: Path, size: str | None = None) -> Plan:
+        if quick:
+            return cls(True, runs or 1, size or "typical", 10, 30, 20, out_dir)
+        return cls(False, runs or 3, size or "large", 10, 1000, 100, out_dir)
+
+
+@dataclass
+class Erasure:
+    request_id: str
+    wall: float
+    status: str
+    calls: dict[str, int]
+    raw_calls: dict[str, int]
+    steps: list[tuple[str, float]]
+    activity_counts: dict[str, int]
+    verifier_in_saga: float
+
+
+@dataclass
+class Figures:
+    """Every measured value, per run, as lists (medians are taken at the end)."""
+
+    values: dict[str, list[float]] = field(default_factory=dict)
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, name: str, value: float) -> None:
+        self.values.setdefault(name, []).append(value)
+
+
+def say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+class Bench:
+    def __init__(self, plan: Plan, settings: Settings, platform: Platform, client: Client, counter: CallCounter):
+        self.plan = plan
+        self.settings = settings
+        self.platform = platform
+        self.client = client
+        self.counter = counter
+        self.figures = Figures()
+        self.seeded = 0
+        self._seed_n = 0
+
+    # ----- seeding ---------------------------------------------------------------------------------
+
+    async def seed(self, seeder: Platform, label: str, count: int, size: str) -> list[str]:
+        self._seed_n += 1
+        users = user_ids(count, self._seed_n, prefix=f"{label}-{uuid.uuid4().hex[:6]}")
+        started = time.monotonic()
+        report = await seed_platform(seeder, APP, users, size, seed=1000 + self._seed_n)
+        took = time.monotonic() - started
+        self.seeded += count
+        self.figures.notes.setdefault("seeding_seconds", []).append([label, count, size, round(took, 2)])
+        say(f"  seeded {count} {size} user(s) ({label}) in {took:.1f}s")
+        if count == 1:
+            u = report.users[0]
+            self.figures.notes.setdefault("volumes", {})[size] = {
+                "sessions": len(u.session_ids),
+                "events": u.events,
+                "artifact_versions": u.artifact_versions,
+                "memories": len(u.memory_ids),
+                "log_lines": u.log_lines,
+            }
+        return users
+
+    # ----- one erasure -----------------------------------------------------------------------------
+
+    async def erase(self, user: str) -> Erasure:
+        before = self.counter.snapshot()
+        started = time.perf_counter()
+        filed = await file_request(
+            self.client, self.platform, self.settings, app_name=APP, user_id=user, ingestion_delay_seconds=0
+        )
+        handle = self.client.get_workflow_handle(filed.workflow_id, result_type=ErasureResult)
+        result = await handle.result()
+        wall = time.perf_counter() - started
+        raw = self.counter.since(before)
+        history = await handle.fetch_history()
+        recs = records(history.events)
+        steps = step_times(recs)
+        verifier = sum(v for name, v in steps if name.startswith(VERIFIER_WORKFLOW))
+        calls = group(raw, self.platform.config.artifact_bucket, self.platform.config.log_bucket)
+        return Erasure(filed.request_id, wall, result.status, calls, dict(raw), steps, counts_by_name(recs), verifier)
+
+    async def reverify(self, request_id: str) -> float:
+        row = self.platform.requests.get(request_id)
+        started = time.perf_counter()
+        result = await self.client.execute_workflow(
+            VERIFIER_WORKFLOW,
+            VerifyInput(row.request_id, row.subject_key, row.app_name, "final"),
+            id=f"bench-reverify-{row.request_id}",
+            task_queue=self.settings.task_queue,
+            result_type=VerifyResult,
+        )
+        took = time.perf_counter() - started
+        if not result.passed:
+            say(f"  ! re-verification of {request_id} failed")
+        return took
+
+    def direct(self, user: str) -> tuple[float, dict[str, int]]:
+        before = self.counter.snapshot()
+        started = time.perf_counter()
+        result = erase_directly(self.platform, APP, user)
+        took = time.perf_counter() - started
+        calls = group(self.counter.since(before), self.platform.config.artifact_bucket, self.platform.config.log_bucket)
+        self.figures.notes.setdefault("direct_removed", []).append(dataclasses.asdict(result))
+        return took, calls
+
+    # ----- phases ----------------------------------------------------------------------------------
+
+    async def platform_phase(self, seeder: Platform, label: str) -> list[Erasure]:
+        """``runs`` x (seed a target and its twin; erase the target by saga, the twin directly)."""
+        size = self.plan.target_size
+        done: list[Erasure] = []
+        for run in range(self.plan.runs):
+            target = (await self.seed(seeder, f"target-{label}", 1, size))[0]
+            twin = (await self.seed(seeder, f"twin-{label}", 1, size))[0]
+            erasure = await self.erase(target)
+            direct, direct_calls = self.direct(twin)
+            say(
+                f"  [{label} run {run + 1}] saga {erasure.wall:.2f}s ({erasure.status}), direct {direct:.2f}s, "
+                f"verifier in saga {erasure.verifier_in_saga:.2f}s"
+            )
+            self.figures.add(f"saga_seconds_{label}", erasure.wall)
+            self.figures.add(f"direct_seconds_{label}", direct)
+            self.figures.add(f"overhead_{label}", ratio(erasure.wall, direct))
+            self.figures.add(f"verifier_share_{label}", ratio(erasure.verifier_in_saga, erasure.wall))
+            for k, v in erasure.calls.items():
+                self.figures.add(f"calls_{k}_{label}", v)
+            for k, v in direct_calls.items():
+                self.figures.add(f"direct_calls_{k}_{label}", v)
+            if run == 0:
+                reverify = await self.reverify(erasure.request_id)
+                self.figures.add(f"reverify_share_{label}", ratio(reverify, erasure.wall))
+            done.append(erasure)
+        return done
+
+    async def throughput(self, seeder: Platform, ceiling_queue: str) -> None:
+        n = self.plan.concurrent
+        for run in range(self.plan.runs):
+            users = await self.seed(seeder, "tput", n, "small")
+            started = time.perf_counter()
+            results = await asyncio.gather(*(self.erase(u) for u in users))
+            wall = time.perf_counter() - started
+            failed = sum(1 for r in results if r.status != "completed")
+            per_min = n / wall * 60
+            started = time.perf_counter()
+            await asyncio.gather(
+                *(
+                    self.client.execute_workflow(
+                        ceiling.CeilingWorkflow.run,
+                        f"{run}-{i}",
+                        id=f"ceiling-{uuid.uuid4().hex[:10]}",
+                        task_queue=ceiling_queue,
+                    )
+                    for i in range(n)
+                )
+            )
+            ceiling_wall = time.perf_counter() - started
+            ceiling_per_min = n / ceiling_wall * 60
+            say(
+                f"  [throughput run {run + 1}] {n} erasures in {wall:.1f}s ({per_min:.1f}/min, {failed} not completed);"
+                f" ceiling {ceiling_per_min:.1f}/min"
+            )
+            self.figures.add("throughput_per_min", per_min)
+            self.figures.add("ceiling_per_min", ceiling_per_min)
+            self.figures.add("throughput_share", ratio(per_min, ceiling_per_min))
+            self.figures.add("small_calls_kms", sum(r.calls["kms_calls"] for r in results) / n)
+
+
+def _kms_target() -> Target:
+    return Target(2)
+
+
+def rows(f: Figures, plan: Plan) -> list[Row]:
+    v = f.values
+    big = "large platform"
+    out: list[Row] = []
+
+    def add(name: str, key: str, unit: str = "", target: Target | None = None) -> None:
+        if v.get(key):
+            out.append(Row(name, summarize(v[key]), unit, target))
+
+    add(f"saga wall time, {plan.target_size} user, 10 bg", "saga_seconds_small", "s")
+    add(f"direct deletions, {plan.target_size} user, 10 bg", "direct_seconds_small", "s")
+    add("1 overhead saga/direct, 10 bg", "overhead_small", "x", Target(1.3))
+    add(f"saga wall time, {plan.target_size} user, {plan.background_large} bg", "saga_seconds_large", "s")
+    add(f"direct deletions, {plan.background_large} bg", "direct_seconds_large", "s")
+    add(f"1 overhead saga/direct, {plan.background_large} bg", "overhead_large", "x", Target(1.3))
+    if v.get("saga_seconds_small") and v.get("saga_seconds_large"):
+        scaling = [ratio(a, b) for a, b in zip(v["saga_seconds_large"], v["saga_seconds_small"], strict=False)]
+        v["scaling"] = scaling
+        add(f"2 scaling {plan.background_large} bg / 10 bg", "scaling", "x", Target(1.2))
+    add(f"3 throughput, {plan.concurrent} small users", "throughput_per_min", "/min")
+    add(f"3 ceiling, {plan.concurrent} no-op sagas", "ceiling_per_min", "/min")
+    add("3 throughput share of ceiling", "throughput_share", "", Target(0.6, at_most=False))
+    add("4 verifier share of saga (2 children)", "verifier_share_small", "")
+    add(f"4 verifier share, {big}", "verifier_share_large", "")
+    add("4 re-verify / saga time", "reverify_share_small", "")
+    add("5 KMS calls / erasure", "calls_kms_calls_small", "", _kms_target())
+    add("5 KMS calls / small erasure", "small_calls_kms", "", _kms_target())
+    add("5 S3 requests / erasure", "calls_s3_requests_small")
+    add("5 S3 listings / erasure", "calls_s3_listings_small")
+    volumes = f.notes.get("volumes", {}).get(plan.target_size, {})
+    versions = int(volumes.get("artifact_versions", 0))
+    add(
+        f"5 S3 artifact deletes ({versions} versions)",
+        "calls_s3_artifact_deletes_small",
+        "",
+        Target(max(1, math.ceil(versions / 1000))),
+    )
+    add("5 S3 log-bucket deletes / erasure", "calls_s3_log_deletes_small")
+    add("5 S3 puts / erasure", "calls_s3_puts_small")
+    add("5 S3 gets / erasure", "calls_s3_gets_small")
+    add("5 SQL statements / erasure", "calls_sql_statements_small")
+    add("5 direct: S3 requests", "direct_calls_s3_requests_small")
+    add("5 direct: SQL statements", "direct_calls_sql_statements_small")
+    return out
+
+
+async def measure(plan: Plan, settings: Settings) -> tuple[Figures, Erasure | None]:
+    secrets = load_secrets(settings)
+    counter = CallCounter()
+    watch_sql(counter)
+    seeder = build_platform(settings, secrets)
+    platform = build_platform(settings, secrets)
+    watch_boto(platform.s3, "s3", counter)
+    watch_boto(platform.kms, "kms", counter)
+    queue = f"bench-{uuid.uuid4().hex[:8]}"
+    ceiling_queue = queue + "-ceiling"
+    settings = dataclasses.replace(settings, task_queue=queue)
+    client = await connect(settings, secrets)
+    worker = build_worker(client, queue, platform, secrets.signing_key)
+    ceiling_worker = Worker(
+        client,
+        task_queue=ceiling_queue,
+        workflows=[ceiling.CeilingWorkflow, ceiling.CeilingVerifierWorkflow],
+        activities=[ceiling.noop],
+        activity_executor=ThreadPoolExecutor(max_workers=16, thread_name_prefix="bench-ceiling"),
+        max_concurrent_activities=16,
+    )
+    bench = Bench(plan, settings, platform, client, counter)
+    sample: Erasure | None = None
+    try:
+        async with worker, ceiling_worker:
+            say(f"phase 1: 10 background users, {plan.runs} run(s) of a {plan.target_size} user")
+            await bench.seed(seeder, "bg", plan.background_small, "typical")
+            small = await bench.platform_phase(seeder, "small")
+            sample = small[0] if small else None
+            if sample:
+                bench.figures.notes["activities_per_erasure"] = sum(sample.activity_counts.values())
+                bench.figures.notes["activity_counts"] = sample.activity_counts
+                bench.figures.notes["raw_calls_per_erasure"] = sample.raw_calls
+                bench.figures.notes["steps_seconds"] = [[n, round(s, 4)] for n, s in sample.steps]
+            say(f"phase 2: {plan.background_large} background users")
+            extra = plan.background_large - plan.background_small
+            step = 250
+            for start in range(0, extra, step):
+                await bench.seed(seeder, "bg", min(step, extra - start), "typical")
+            large = await bench.platform_phase(seeder, "large")
+            if large:
+                bench.figures.notes["steps_seconds_large_platform"] = [[n, round(s, 4)] for n, s in large[0].steps]
+            say(f"phase 3: throughput, {plan.concurrent} concurrent small users, and the ceiling")
+            await bench.throughput(seeder, ceiling_queue)
+    finally:
+        seeder.close()
+        platform.close()
+    return bench.figures, sample
+
+
+def write_outputs(plan: Plan, figures: Figures, table: list[Row], sample: Erasure | None, total: float) -> None:
+    plan.out_dir.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "mode": "quick" if plan.quick else "full",
+        "plan": {k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(plan).items()},
+        "total_seconds": round(total, 1),
+        "table": [r.as_dict() for r in table],
+        "values": figures.values,
+        "notes": figures.notes,
+    }
+    (plan.out_dir / "bench.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    if sample:
+        bars = [*sample.steps]
+        gaps = sample.wall - sum(s for _n, s in sample.steps)
+        bars.append(("(unattributed)", max(0.0, gaps)))
+        bars.append(("TOTAL wall", sample.wall))
+        png = bar_chart(f"time per step, one {plan.target_size} user erasure (s)", bars)
+        (plan.out_dir / "steps.png").write_bytes(png)
+
+
+async def main_async(plan: Plan, echo: Callable[[str], None] = say) -> int:
+    started = time.monotonic()
+    state = Path(tempfile.mkdtemp(prefix="bench-state-"))
+    settings = make_test_settings(state)
+    echo("starting the local stack ...")
+    try:
+        launcher.up(settings, echo=lambda _m: None)
+        echo(f"  stack up in {time.monotonic() - started:.1f}s")
+        figures, sample = await measure(plan, settings)
+    finally:
+        echo("stopping the local stack ...")
+        launcher.down(settings, echo=lambda _m: None)
+        shutil.rmtree(state, ignore_errors=True)
+    total = time.monotonic() - started
+    table = rows(figures, plan)
+    print(format_table(table))
+    print(f"\nactivities per erasure: {figures.notes.get('activities_per_erasure')}; total time {total:.0f}s")
+    write_outputs(plan, figures, table, sample, total)
+    print(f"wrote {plan.out_dir / 'bench.json'} and {plan.out_dir / 'steps.png'}")
+    return 0
+
+
+def raw_counter_view(counts: Counter[str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))
