@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.run import Plan, main_async
+from bench.run import Plan, main_sync
 from workers.logging_setup import configure_logging
 
 
@@ -27,4 +26,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit("--runs must be at least 1")
     configure_logging("json", logging.WARNING)
     plan = Plan.make(args.quick, args.runs, args.out, args.size)
-    return asyncio.run(main_async(plan))
+    return main_sync(plan)

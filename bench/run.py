@@ -344,7 +344,8 @@ def write_outputs(plan: Plan, figures: Figures, table: list[Row], sample: Erasur
         (plan.out_dir / "steps.png").write_bytes(png)
 
 
-async def main_async(plan: Plan, echo: Callable[[str], None] = say) -> int:
+def main_sync(plan: Plan, echo: Callable[[str], None] = say) -> int:
+    """Stack up (synchronous: the launcher runs its own event loops), measure, stack down, report."""
     started = time.monotonic()
     state = Path(tempfile.mkdtemp(prefix="bench-state-"))
     settings = make_test_settings(state)
@@ -352,7 +353,7 @@ async def main_async(plan: Plan, echo: Callable[[str], None] = say) -> int:
     try:
         launcher.up(settings, echo=lambda _m: None)
         echo(f"  stack up in {time.monotonic() - started:.1f}s")
-        figures, sample = await measure(plan, settings)
+        figures, sample = asyncio.run(measure(plan, settings))
     finally:
         echo("stopping the local stack ...")
         launcher.down(settings, echo=lambda _m: None)
