@@ -52,6 +52,7 @@ class Platform:
             max_size=config.pool_size,
             kwargs={"autocommit": True},
             open=True,
+            check=ConnectionPool.check_connection,  # a restarted database never hands out dead connections
         )
         self.s3: S3Client = s3_client(config.aws)
         self.kms: KMSClient = kms_client(config.aws)

@@ -81,3 +81,89 @@ async def drill(
         finally:
             worker.kill()
     return hit
+
+
+# ----- the long randomised run: python -m tests.crash_drill --erasures 5 ------------------------------
+
+RANDOM_POINTS = [
+    KillPoint("artifacts mid-batch", "erase_artifacts", lambda d: d.get("sessions_done", 0) >= 1),
+    KillPoint("sessions", "erase_sessions"),
+    KillPoint("memory", "forget_memory"),
+    KillPoint("logs mid-batch", "purge_logs", lambda d: d.get("segments", 0) >= 1),
+    KillPoint("keys", "shred_keys"),
+    KillPoint("main verification", stage="verify_main"),
+    KillPoint("durable timer", stage="wait"),
+    KillPoint("sweep", "second_sweep"),
+    KillPoint("lift fence", "lift_fence"),
+]
+
+
+async def _randomised(erasures: int, seed: int, state_dir: Path) -> int:
+    import random
+
+    from stores.fingerprint import user_snapshot
+    from stores.migrate import prepare_database
+    from stores.seeder import seed_platform, user_ids
+    from tests.saga_harness import SagaHarness
+    from tests.stack_fixture import make_test_settings
+    from workers.stack import launcher
+    from workers.stack.parts import all_parts
+    from workers.temporal_client import connect
+    from workers.wiring import build_platform
+
+    rng = random.Random(seed)
+    settings = make_test_settings(state_dir)
+    launcher.up(settings, parts=all_parts(settings))
+    failures = 0
+    try:
+        prepare_database(settings.postgres_url)
+        launcher.ensure_buckets(settings)
+        await launcher._register_search_attributes(settings)
+        with build_platform(settings) as platform:
+            client = await connect(settings)
+            harness = SagaHarness(client, platform, settings)
+            for n in range(erasures):
+                app = f"drill{n}"
+                target, control = user_ids(2, seed + n, prefix="drill")
+                await seed_platform(platform, app, [target, control], "typical", seed + n)
+                control_before = user_snapshot(platform, app, control)
+                points = sorted(rng.sample(RANDOM_POINTS, rng.randint(2, 5)), key=RANDOM_POINTS.index)
+                filed = await harness.file(app, target, delay=2)
+                hit = await drill(client, settings, settings.temporal_target, filed.request_id, points, state_dir)
+                survivor = WorkerProcess(settings, settings.temporal_target, state_dir / f"survivor-{n}.log").start()
+                try:
+                    result = await harness.result(filed.request_id, wait_seconds=300)
+                    again = await harness.erase(app, target)
+                finally:
+                    survivor.stop()
+                ok = (
+                    result.status == "completed"
+                    and all(v == 0 for v in user_snapshot(platform, app, target)["counts"].values())
+                    and all(sum(s.counts.values()) == 0 for s in again.steps if s.name not in ("fence", "lift_fence"))
+                    and {k for k, v in user_snapshot(platform, app, control).items() if control_before[k] != v}
+                    <= {"memories", "counts"}
+                )
+                harness.receipt_body(filed.request_id)  # raises if the signature does not verify
+                failures += not ok
+                print(f"erasure {n + 1}/{erasures}: killed at {hit} -> {result.status}, {'ok' if ok else 'FAILED'}")
+    finally:
+        launcher.down(settings, parts=all_parts(settings))
+    return failures
+
+
+def main() -> None:
+    import argparse
+    import tempfile
+
+    parser = argparse.ArgumentParser(description="randomised crash drill on a private local stack")
+    parser.add_argument("--erasures", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="crash-drill-") as tmp:
+        failures = asyncio.run(_randomised(args.erasures, args.seed, Path(tmp)))
+    print(f"{args.erasures - failures}/{args.erasures} erasures completed correctly after their crashes")
+    raise SystemExit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -198,10 +198,9 @@ def _receipt_show(args: argparse.Namespace, settings: Settings) -> int:
     for step in body["steps"]:
         counts = ", ".join(f"{k}={v}" for k, v in sorted(step["counts"].items()) if v)
         print(f"  {step['name']:<12} {step['state']:<8} {counts}")
-    for phase in body["verifications"]:
-        print(f"  verification ({phase['phase']}): {'passed' if phase['passed'] else 'FAILED'}")
-        for check in phase["checks"]:
-            print(f"    {'ok ' if check['passed'] else 'BAD'} {check['check']:<10} {check['detail']}")
+    from workers.progress_view import render_verifications
+
+    print("\n".join(render_verifications(body)))
     print(f"  derived rows to regenerate: {len(body['derived_rows_removed'])}")
     print(f"  signature: {document['signature']['alg']} key {document['signature']['key_id']}")
     return 0

@@ -19,7 +19,7 @@ from stores.seeder import seed_platform, user_ids
 from verifier.receipt import document_bytes, verify_bytes
 from verifier.receipt_activity import load_receipt
 from workers.local_secrets import load_secrets
-from workers.progress_view import LiveDisplay, render
+from workers.progress_view import LiveDisplay, render, render_verifications
 from workers.service import file_request, progress, ui_link
 from workers.settings import Settings
 from workers.stack import launcher
@@ -121,10 +121,7 @@ async def _demo(settings: Settings) -> int:
 
     body = verify_bytes(out.read_bytes(), signing_key(load_secrets(settings).signing_key).public_key())
     print("\nVerification (checked directly in every store):")
-    for phase in body["verifications"]:
-        print(f"  {phase['phase']:<6} {'passed' if phase['passed'] else 'FAILED'}")
-        for check in phase["checks"]:
-            print(f"    {'ok ' if check['passed'] else 'BAD'} {check['check']:<10} {check['detail']}")
+    print("\n".join(render_verifications(body)))
     print(f"\nReceipt: {out}  (signature valid; verify with: erasure receipt verify {out})")
     print(f"Status: {result.status}")
     print("\nControl users:")

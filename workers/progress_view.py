@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from datetime import UTC, datetime
+from typing import Any
 
 from workflows.contracts import Progress
 
@@ -38,3 +39,13 @@ class LiveDisplay:
         sys.stdout.write("\n".join(lines) + "\n")
         sys.stdout.flush()
         self._last = lines
+
+
+def render_verifications(body: dict[str, Any]) -> list[str]:
+    """Each verification phase of a receipt body and its checks."""
+    lines = []
+    for phase in body["verifications"]:
+        lines.append(f"  verification ({phase['phase']}): {'passed' if phase['passed'] else 'FAILED'}")
+        for check in phase["checks"]:
+            lines.append(f"    {'ok ' if check['passed'] else 'BAD'} {check['check']:<10} {check['detail']}")
+    return lines
