@@ -1,4 +1,11 @@
-"""Artifacts step: every version and delete marker, per session, then the user scope, then strays."""
+"""Artifacts step: every object version and delete marker under the user's prefix, in one pass.
+
+The key layout puts every session scope and the ``user:`` scope of a user under one prefix named by the
+subject key (``stores.artifacts``), so one listing pass reaches them all, including artifacts of sessions
+that no longer exist (stranded). Deletes go 1,000 keys per ``DeleteObjects`` request (fewer when
+``ERASURE_S3_DELETE_BATCH`` says so), with a heartbeat per batch; a retry lists again and finds only what is
+left, so resuming is natural and the heartbeat details carry the count so far.
+"""
 
 from __future__ import annotations
 
@@ -17,28 +24,22 @@ class ArtifactActivities(PlatformActivities):
         eraser = self.platform.artifacts
         with sensitive(subject.user_id):
             sessions = self.platform.sessions.session_ids(subject.app_name, subject.user_id)
-        state = heartbeat_details({"sessions_done": 0, "removed": 0, "resumed": 0})
-        if state["sessions_done"]:
-            state["resumed"] = 1
-        done, removed = int(state["sessions_done"]), int(state["removed"])
-        for index, session_id in enumerate(sessions):
-            if index < done:
-                continue  # a previous attempt finished these (and erasing again would be a no-op)
+        state = heartbeat_details({"removed": 0, "batches": 0})
+        resumed = int(state["batches"] > 0)
+        base, batches = int(state["removed"]), int(state["batches"])
 
-            def progress(n: int, index: int = index, base: int = removed) -> None:
-                beat(sessions_done=index, removed=base + n, total=len(sessions))
+        def progress(n: int) -> None:
+            nonlocal batches
+            batches += 1
+            beat(removed=base + n, batches=batches)
 
-            removed += eraser.erase_session(subject.app_name, subject.subject_key, session_id, on_batch=progress)
-            beat(sessions_done=index + 1, removed=removed, total=len(sessions))
-        user_scope = eraser.erase_user_scope(subject.app_name, subject.subject_key)
-        stranded = eraser.erase_everything_of(subject.app_name, subject.subject_key)
+        removed = eraser.erase_everything_of(subject.app_name, subject.subject_key, on_batch=progress)
         return StepResult(
             "artifacts",
             {
                 "sessions": len(sessions),
-                "session_objects": removed,
-                "user_scope_objects": user_scope,
-                "stranded_objects": stranded,
-                "resumed_from_heartbeat": int(state["resumed"]),
+                "objects": base + removed,  # object versions and delete markers, every scope
+                "delete_requests": batches,
+                "resumed_from_heartbeat": resumed,
             },
         )

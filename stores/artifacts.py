@@ -67,9 +67,12 @@ class ScopeListing:
 class ArtifactEraser:
     """Removes every object version and delete marker under one user's scopes, 1,000 keys a request."""
 
-    def __init__(self, s3: S3Client, bucket: str) -> None:
+    def __init__(self, s3: S3Client, bucket: str, batch: int = BATCH) -> None:
+        if not 1 <= batch <= BATCH:
+            raise ValueError(f"delete batch must be 1..{BATCH}")
         self._s3 = s3
         self._bucket = bucket
+        self._batch = batch
 
     def _entries(
         self, prefix: str, modified_before: datetime | None = None
@@ -103,7 +106,7 @@ class ArtifactEraser:
         def flush() -> None:
             nonlocal removed, pending
             while pending:
-                batch, pending = pending[:BATCH], pending[BATCH:]
+                batch, pending = pending[: self._batch], pending[self._batch :]
                 result: Any = self._s3.delete_objects(
                     Bucket=self._bucket,
                     Delete={"Objects": batch, "Quiet": True},  # type: ignore[typeddict-item]
@@ -118,7 +121,7 @@ class ArtifactEraser:
 
         for entries, _v, _m in self._entries(prefix, modified_before):
             pending.extend(entries)
-            if len(pending) >= BATCH:
+            if len(pending) >= self._batch:
                 flush()
         flush()
         return removed

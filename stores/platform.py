@@ -39,6 +39,7 @@ class PlatformConfig:
     pool_size: int = 8
     key_cache_ttl: float = 30.0
     per_user_kms_keys: bool = False
+    s3_delete_batch: int = 1000
 
 
 class Platform:
@@ -97,7 +98,7 @@ class Platform:
 
     @cached_property
     def artifacts(self) -> ArtifactEraser:
-        return ArtifactEraser(self.s3, self.config.artifact_bucket)
+        return ArtifactEraser(self.s3, self.config.artifact_bucket, self.config.s3_delete_batch)
 
     @cached_property
     def memory_store(self) -> MemoryStore:

@@ -68,9 +68,9 @@ async def drill(
     """Kill at each point in turn (restarting a worker each time); returns the points actually hit."""
     hit: list[str] = []
     for n, point in enumerate(points):
-        worker = WorkerProcess(
-            settings, temporal_target, log_dir / f"worker-{n}.log", {"ERASURE_CHAOS_PAUSE_MS": str(pause_ms)}
-        ).start()
+        # small delete batches so a kill can land between two batches of one user's artifacts
+        drill_env = {"ERASURE_CHAOS_PAUSE_MS": str(pause_ms), "ERASURE_S3_DELETE_BATCH": "4"}
+        worker = WorkerProcess(settings, temporal_target, log_dir / f"worker-{n}.log", drill_env).start()
         try:
             deadline = asyncio.get_running_loop().time() + wait_seconds
             while asyncio.get_running_loop().time() < deadline:
@@ -86,7 +86,7 @@ async def drill(
 # ----- the long randomised run: python -m tests.crash_drill --erasures 5 ------------------------------
 
 RANDOM_POINTS = [
-    KillPoint("artifacts mid-batch", "erase_artifacts", lambda d: d.get("sessions_done", 0) >= 1),
+    KillPoint("artifacts mid-batch", "erase_artifacts", lambda d: d.get("batches", 0) >= 1),
     KillPoint("sessions", "erase_sessions"),
     KillPoint("memory", "forget_memory"),
     KillPoint("logs mid-batch", "purge_logs", lambda d: d.get("segments", 0) >= 1),

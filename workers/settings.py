@@ -105,6 +105,9 @@ class Settings:
     sweep_lookback_hours: str = _env(
         "ERASURE_SWEEP_LOOKBACK_HOURS", "720", "The sweep checks every subject erased within this many hours."
     )
+    s3_delete_batch: str = _env(
+        "ERASURE_S3_DELETE_BATCH", "1000", "Keys per S3 DeleteObjects request (1-1000; lower for rate-limited stores)."
+    )
     chaos_pause_ms: str = _env(
         "ERASURE_CHAOS_PAUSE_MS",
         "0",
@@ -130,6 +133,8 @@ class Settings:
             raise ConfigError("ERASURE_INGESTION_DELAY_SECONDS must not be negative")
         if self.sweep_interval <= 0 or self.sweep_lookback <= 0:
             raise ConfigError("ERASURE_SWEEP_INTERVAL_MINUTES and ERASURE_SWEEP_LOOKBACK_HOURS must be positive")
+        if not 1 <= self._int("s3_delete_batch") <= 1000:
+            raise ConfigError("ERASURE_S3_DELETE_BATCH must be between 1 and 1000")
         if self.due_days_int <= 0:
             raise ConfigError("ERASURE_DUE_DAYS must be positive")
         if self.log_format not in ("auto", "json", "console"):

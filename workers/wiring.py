@@ -19,6 +19,7 @@ def platform_config(settings: Settings, secrets: Secrets | None = None, **overri
         receipt_bucket=settings.receipt_bucket,
         kms_key_id=resolve_kms_key_id(settings),
         subject_secret=secrets.subject_key_secret,
+        s3_delete_batch=int(settings.s3_delete_batch),
     )
     if overrides:
         from dataclasses import replace

@@ -83,6 +83,7 @@ STEP_ACTIVITY = {
     "lift_fence": Activities.LIFT_FENCE,
 }
 HOLD_RECHECK = timedelta(minutes=10)
+HOLD_GATE_ON_SIGNAL = "hold-gate-on-signal-v1"
 
 
 @workflow.defn(name="ErasureWorkflow")
@@ -94,6 +95,8 @@ class ErasureWorkflow:
         self._due_at = ""
         self._request_id = ""
         self._hold_signals = 0
+        self._hold_signals_seen = 0
+        self._hold_checked = False
         self._on_hold = False
 
     # ----- queries and signals --------------------------------------------------------------------
@@ -137,7 +140,17 @@ class ErasureWorkflow:
         await call_void(Activities.SET_STATE, StateChange(request_id, state, workflow.now().isoformat()))
 
     async def _hold_gate(self, step: StepInput) -> None:
-        """Wait here while a legal hold exists for the subject."""
+        """Wait here while a legal hold exists for the subject.
+
+        The hold store is read before the first destructive step and again whenever a ``hold_changed``
+        signal has arrived since (the CLI signals after every hold or release); older runs, recorded before
+        this change, read it before every step (``workflow.patched`` keeps their replay identical).
+        """
+        if workflow.patched(HOLD_GATE_ON_SIGNAL):
+            if self._hold_checked and self._hold_signals == self._hold_signals_seen and not self._on_hold:
+                return
+            self._hold_checked = True
+            self._hold_signals_seen = self._hold_signals
         while True:
             seen = self._hold_signals
             status = await call(Activities.HOLD_ACTIVE, step, HoldStatus)

@@ -20,8 +20,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")
 
 DRILLS = {
     "inside-batches": [
-        KillPoint("artifacts after 1 session", "erase_artifacts", lambda d: d.get("sessions_done", 0) >= 1),
-        KillPoint("artifacts after 5 sessions", "erase_artifacts", lambda d: d.get("sessions_done", 0) >= 5),
+        KillPoint("artifacts after 1 batch", "erase_artifacts", lambda d: d.get("batches", 0) >= 1),
+        KillPoint("artifacts after 3 batches", "erase_artifacts", lambda d: d.get("batches", 0) >= 3),
         KillPoint("memory while following provenance", "forget_memory", lambda d: d.get("phase") == "provenance"),
         KillPoint("logs after 2 segments", "purge_logs", lambda d: d.get("segments", 0) >= 2),
         KillPoint("logs after 4 segments", "purge_logs", lambda d: d.get("segments", 0) >= 4),

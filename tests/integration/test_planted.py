@@ -33,7 +33,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")
 class CurrentVersionsOnly(ArtifactEraser):
     """Deletes like a naive client: current objects only, leaving old versions and new delete markers."""
 
-    def erase_prefix(self, prefix: str, on_batch: Callable[[int], None] | None = None) -> int:
+    def erase_prefix(
+        self, prefix: str, on_batch: Callable[[int], None] | None = None, modified_before: datetime | None = None
+    ) -> int:
         removed = 0
         for page in self._s3.get_paginator("list_objects_v2").paginate(Bucket=self._bucket, Prefix=prefix):
             for obj in page.get("Contents", []):

@@ -1,7 +1,8 @@
 """Recorded histories replay cleanly against the current workflow code (determinism guard).
 
-The histories in tests/histories/ were recorded from real erasures on the dev server (refresh them with
-``ERASURE_RECORD_HISTORY=1 pytest tests/integration/test_saga.py -k removes``). Their payloads are
+The histories in tests/histories/ were recorded from real erasures on the dev server (record a new one with
+``ERASURE_RECORD_HISTORY=<name> pytest tests/integration/test_saga.py -k removes``, which writes
+``erasure_<name>.json`` and ``verify_<name>.json``). Their payloads are
 encrypted with the test suite's fixed payload key, so replaying also exercises the codec.
 """
 
@@ -22,7 +23,14 @@ from workflows.erasure import ErasureWorkflow
 HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 
 
-@pytest.mark.parametrize("name", ["erasure_completed.json", "verify_completed.json"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "erasure_completed.json",  # recorded before the hold-gate-on-signal-v1 patch: replays the old path
+        "erasure_hold_gate_patch.json",  # recorded after it
+        "verify_completed.json",
+    ],
+)
 async def test_recorded_history_replays(name: str) -> None:
     text = (HISTORIES / name).read_text()
     first = json.loads(text)["events"][0]

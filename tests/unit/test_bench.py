@@ -1,0 +1,125 @@
+"""The benchmark's pure helpers: summaries, targets, the table, step timing and the PNG writer."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import pytest
+
+from bench.ceiling import ACTIVITIES_PER_RUN
+from bench.counters import CallCounter, group
+from bench.history import Record, counts_by_name, step_times
+from bench.png import SIGNATURE, Canvas, bar_chart, encode_png
+from bench.stats import Row, Target, format_table, ratio, summarize
+
+
+def _chunks(png: bytes) -> list[tuple[bytes, bytes]]:
+    assert png.startswith(SIGNATURE)
+    out, pos = [], len(SIGNATURE)
+    while pos < len(png):
+        (length,) = struct.unpack(">I", png[pos : pos + 4])
+        kind, data = png[pos + 4 : pos + 8], png[pos + 8 : pos + 8 + length]
+        (crc,) = struct.unpack(">I", png[pos + 8 + length : pos + 12 + length])
+        assert crc == zlib.crc32(kind + data) & 0xFFFFFFFF
+        out.append((kind, data))
+        pos += 12 + length
+    return out
+
+
+def test_summarize_median_min_max() -> None:
+    s = summarize([3.0, 1.0, 2.0, 10.0])
+    assert (s.median, s.minimum, s.maximum, s.runs) == (2.5, 1.0, 10.0, 4)
+    with pytest.raises(ValueError, match="no values"):
+        summarize([])
+
+
+def test_targets_pass_and_miss() -> None:
+    assert Target(1.3).verdict(1.3) == "PASS"
+    assert Target(1.3).verdict(1.31) == "MISS"
+    assert Target(0.6, at_most=False).verdict(0.59) == "MISS"
+    assert Target(0.6, at_most=False).verdict(0.6) == "PASS"
+    assert ratio(1.0, 0.0) == float("inf")
+
+
+def test_table_has_header_rows_and_verdicts() -> None:
+    rows = [
+        Row("overhead", summarize([1.1, 1.2, 1.5]), "x", Target(1.3)),
+        Row("throughput share", summarize([0.5]), "", Target(0.6, at_most=False)),
+        Row("sql statements", summarize([157.0])),
+    ]
+    lines = format_table(rows).splitlines()
+    assert lines[0].split()[:5] == ["figure", "median", "min", "max", "runs"]
+    assert set(lines[1]) <= {"-", " "}
+    for cell in ("1.200x", "1.100x", "1.500x"):
+        assert cell in lines[2]
+    assert lines[2].endswith("PASS")
+    assert lines[3].endswith("MISS")
+    assert "157" in lines[4]
+    assert not lines[4].endswith(("PASS", "MISS"))
+    assert rows[0].as_dict()["verdict"] == "PASS"
+
+
+def test_step_times_sum_per_name_in_first_order() -> None:
+    recs = [
+        Record(5, "start", "begin_request", 0, 10.0),
+        Record(7, "end", "", 5, 10.5),
+        Record(9, "start", "hold_active", 0, 11.0),
+        Record(11, "end", "", 9, 11.25),
+        Record(13, "start", "hold_active", 0, 12.0),
+        Record(15, "end", "", 13, 12.25),
+        Record(17, "start", "VerifierWorkflow(main)", 0, 13.0),  # never finished: left out
+    ]
+    assert step_times(recs) == [("begin_request", 0.5), ("hold_active", 0.5)]
+    assert counts_by_name(recs) == {"begin_request": 1, "hold_active": 2, "VerifierWorkflow(main)": 1}
+
+
+def test_ceiling_mirrors_the_sagas_activity_count() -> None:
+    # begin, hold, 6 x (hold, step), verifier (6), hold, sweep, lift, verifier (6), finish, receipt
+    assert ACTIVITIES_PER_RUN == 31
+
+
+def test_counter_deltas_and_grouping() -> None:
+    c = CallCounter()
+    c.add("kms:Decrypt")
+    before = c.snapshot()
+    c.add("s3:DeleteObjects@arts", 2)
+    c.add("s3:DeleteObjects@logs")
+    c.add("s3:ListObjectVersions@arts", 3)
+    c.add("sql", 7)
+    delta = c.since(before)
+    assert "kms:Decrypt" not in delta
+    g = group(delta, "arts", "logs")
+    assert g["s3_artifact_deletes"] == 2
+    assert g["s3_log_deletes"] == 1
+    assert g["s3_listings"] == 3
+    assert g["s3_requests"] == 6
+    assert g["sql_statements"] == 7
+    assert g["kms_calls"] == 0
+
+
+def test_png_signature_ihdr_and_pixels() -> None:
+    canvas = Canvas(4, 3, background=(255, 255, 255))
+    canvas.rect(1, 1, 2, 1, (10, 20, 30))
+    chunks = _chunks(canvas.png())
+    assert [k for k, _ in chunks] == [b"IHDR", b"IDAT", b"IEND"]
+    width, height, depth, colour, _c, _f, _i = struct.unpack(">IIBBBBB", chunks[0][1])
+    assert (width, height, depth, colour) == (4, 3, 8, 2)
+    raw = zlib.decompress(chunks[1][1])
+    assert len(raw) == 3 * (1 + 4 * 3)
+    row1 = raw[13:26]
+    assert row1[0] == 0  # filter type None
+    assert row1[1:4] == b"\xff\xff\xff"
+    assert row1[4:7] == bytes((10, 20, 30))
+    with pytest.raises(ValueError, match="does not match"):
+        encode_png(2, 2, b"\x00" * 5)
+
+
+def test_bar_chart_is_a_valid_png() -> None:
+    png = bar_chart("time per step", [("erase_artifacts", 0.5), ("verify", 1.25), ("zero", 0.0)])
+    chunks = _chunks(png)
+    width, height = struct.unpack(">II", chunks[0][1][:8])
+    assert width == 960
+    assert height > 3 * 22
+    raw = zlib.decompress(chunks[1][1])
+    assert len(raw) == height * (1 + width * 3)
