@@ -11,6 +11,7 @@ from typing import Any, ParamSpec, TypeVar
 import psycopg
 import structlog
 from botocore.exceptions import ClientError
+from psycopg_pool import PoolTimeout
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -67,7 +68,7 @@ def translate_errors(fn: Callable[P, R]) -> Callable[P, R]:
             if code in _DENIED:
                 raise non_retryable(f"the store refused permission ({code})", error_types.PERMISSION_DENIED) from None
             raise ApplicationError(f"store error {code}", type="StoreTransient") from None
-        except psycopg.OperationalError:
+        except (psycopg.OperationalError, PoolTimeout):
             raise ApplicationError("database unavailable", type="DatabaseUnavailable") from None
 
     return wrapper

@@ -40,6 +40,7 @@ class PlatformConfig:
     key_cache_ttl: float = 30.0
     per_user_kms_keys: bool = False
     s3_delete_batch: int = 1000
+    pool_timeout: float = 5.0
 
 
 class Platform:
@@ -54,6 +55,9 @@ class Platform:
             kwargs={"autocommit": True},
             open=True,
             check=ConnectionPool.check_connection,  # a restarted database never hands out dead connections
+            # fail fast while the database is away: Temporal's retry (with backoff, visible in the
+            # history) is the place to wait, not a thread blocked inside a pool
+            timeout=config.pool_timeout,
         )
         self.s3: S3Client = s3_client(config.aws)
         self.kms: KMSClient = kms_client(config.aws)
