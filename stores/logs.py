@@ -136,7 +136,14 @@ class LogArchive:
         return total
 
     def old_versions(self, key: str) -> int:
-        """Non-current versions and delete markers of one segment object."""
+        """Non-current versions and delete markers of one segment object.
+
+        Read under the segment lock: another user's purge puts a new version before it drops the older
+        ones, and a check between the two would count a version that is about to go."""
+        with self._segment_lock(key):
+            return self._old_versions(key)
+
+    def _old_versions(self, key: str) -> int:
         listing = self._s3.list_object_versions(Bucket=self._bucket, Prefix=key)
         versions = [v for v in listing.get("Versions", []) if v["Key"] == key and not v.get("IsLatest")]
         markers = [m for m in listing.get("DeleteMarkers", []) if m["Key"] == key]
