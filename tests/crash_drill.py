@@ -63,7 +63,7 @@ async def drill(
     points: list[KillPoint],
     log_dir: Path,
     pause_ms: int = 300,
-    wait_seconds: float = 60,
+    wait_seconds: float = 120,
 ) -> list[str]:
     """Kill at each point in turn (restarting a worker each time); returns the points actually hit."""
     hit: list[str] = []

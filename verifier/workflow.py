@@ -29,7 +29,7 @@ class VerifierWorkflow:
                 CheckInput(inp.request_id, inp.subject_key, inp.app_name, check, inp.phase),
                 result_type=CheckResult,
                 start_to_close_timeout=timedelta(minutes=10),
-                heartbeat_timeout=timedelta(seconds=60),
+                heartbeat_timeout=timedelta(seconds=20),
                 retry_policy=RetryPolicy(
                     maximum_interval=timedelta(seconds=30),
                     non_retryable_error_types=list(error_types.NON_RETRYABLE),
