@@ -12,7 +12,6 @@ from __future__ import annotations
 from temporalio import activity
 
 from activities.support import PlatformActivities, beat, heartbeat_details, translate_errors
-from stores.redaction import sensitive
 from workflows.contracts import StepInput, StepResult
 
 
@@ -22,8 +21,6 @@ class ArtifactActivities(PlatformActivities):
     def erase_artifacts(self, inp: StepInput) -> StepResult:
         subject = self.subject(inp.request_id, inp.subject_key, inp.app_name)
         eraser = self.platform.artifacts
-        with sensitive(subject.user_id):
-            sessions = self.platform.sessions.session_ids(subject.app_name, subject.user_id)
         state = heartbeat_details({"removed": 0, "batches": 0})
         resumed = int(state["batches"] > 0)
         base, batches = int(state["removed"]), int(state["batches"])
@@ -37,7 +34,6 @@ class ArtifactActivities(PlatformActivities):
         return StepResult(
             "artifacts",
             {
-                "sessions": len(sessions),
                 "objects": base + removed,  # object versions and delete markers, every scope
                 "delete_requests": batches,
                 "resumed_from_heartbeat": resumed,

@@ -1,9 +1,10 @@
 """The orchestration ceiling: a workflow with the saga's shape and no work.
 
-``CeilingWorkflow`` runs no-op activities in the same order as ``ErasureWorkflow`` with no hold and no
-ingestion delay: begin, hold check, then (hold check, step) six times, a verifier child (six parallel
-checks), hold check, sweep, lift fence, a second verifier child, finish, receipt. 31 activities and two
-child workflows, the same timeouts' shape and the same payload codec as the real saga.
+``CeilingWorkflow`` runs no-op activities in the shape ``ErasureWorkflow`` has with no hold and no
+ingestion delay: begin, hold check, fence, then artifacts, logs and (sessions, memory) side by side, keys,
+sweep, lift fence, one verifier child (six parallel checks; the main-pass verification is skipped without
+a delay), finish, receipt. 18 activities and one child workflow, the same timeouts' shape and the same
+payload codec as the real saga.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from datetime import timedelta
 from temporalio import activity, workflow
 
 NOOP = "bench_noop"
-STEPS = 6
 CHECKS = 6
 TIMEOUT = timedelta(seconds=30)
 
@@ -40,23 +40,20 @@ class CeilingVerifierWorkflow:
 class CeilingWorkflow:
     @workflow.run
     async def run(self, key: str) -> int:
-        done = 0
-        for name in ("begin", "hold"):
+        for name in ("begin", "hold", "fence"):
             await _noop(name)
-            done += 1
-        for n in range(STEPS):
-            await _noop("hold")
-            await _noop(f"step-{n}")
-            done += 2
-        done += await workflow.execute_child_workflow(CeilingVerifierWorkflow.run, "main", id=f"ceiling-{key}-main")
-        for name in ("hold", "sweep", "lift_fence"):
+
+        async def sessions_then_memory() -> None:
+            await _noop("sessions")
+            await _noop("memory")
+
+        await asyncio.gather(_noop("artifacts"), sessions_then_memory(), _noop("logs"))
+        for name in ("keys", "sweep", "lift_fence"):
             await _noop(name)
-            done += 1
-        done += await workflow.execute_child_workflow(CeilingVerifierWorkflow.run, "final", id=f"ceiling-{key}-final")
+        checks = await workflow.execute_child_workflow(CeilingVerifierWorkflow.run, "final", id=f"ceiling-{key}-final")
         for name in ("finish", "receipt"):
             await _noop(name)
-            done += 1
-        return done
+        return 3 + 4 + 3 + checks + 2
 
 
-ACTIVITIES_PER_RUN = 2 + 2 * STEPS + CHECKS + 3 + CHECKS + 2
+ACTIVITIES_PER_RUN = 3 + 4 + 3 + CHECKS + 2

@@ -62,6 +62,26 @@ def step_times(recs: Sequence[Record]) -> list[tuple[str, float]]:
     return [(name, totals[name]) for name in order if name in seen]
 
 
+def covered(recs: Sequence[Record], names: Iterable[str] | None = None) -> float:
+    """Seconds covered by at least one finished step (of ``names``, or any): steps that ran side by side
+    count once, so ``wall - covered(...)`` is the time no activity or child workflow was running."""
+    wanted = set(names) if names is not None else None
+    starts = {r.event_id: r for r in recs if r.kind == "start" and (wanted is None or r.name in wanted)}
+    spans = sorted((starts[r.ref].at, r.at) for r in recs if r.kind == "end" and r.ref in starts)
+    total = 0.0
+    open_start = open_end = None
+    for begin, end in spans:
+        if open_end is None or begin > open_end:
+            if open_start is not None and open_end is not None:
+                total += open_end - open_start
+            open_start, open_end = begin, end
+        else:
+            open_end = max(open_end, end)
+    if open_start is not None and open_end is not None:
+        total += open_end - open_start
+    return total
+
+
 def counts_by_name(recs: Sequence[Record]) -> dict[str, int]:
     out: dict[str, int] = {}
     for r in recs:

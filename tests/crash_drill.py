@@ -62,10 +62,15 @@ async def drill(
     request_id: str,
     points: list[KillPoint],
     log_dir: Path,
-    pause_ms: int = 300,
+    pause_ms: int = 1100,
     wait_seconds: float = 120,
 ) -> list[str]:
-    """Kill at each point in turn (restarting a worker each time); returns the points actually hit."""
+    """Kill at each point in turn (restarting a worker each time); returns the points actually hit.
+
+    Each heartbeat is followed by a pause longer than the worker's heartbeat throttle (1 s), so every
+    heartbeat reaches the server before the next: with shorter pauses a branch could run from "1 batch"
+    to done between two heartbeats the server saw, and a kill point would be missed.
+    """
     hit: list[str] = []
     for n, point in enumerate(points):
         # small delete batches so a kill can land between two batches of one user's artifacts
@@ -85,10 +90,10 @@ async def drill(
 
 # ----- the long randomised run: python -m tests.crash_drill --erasures 5 ------------------------------
 
-RANDOM_POINTS = [
-    KillPoint("artifacts mid-batch", "erase_artifacts", lambda d: d.get("batches", 0) >= 1),
+RANDOM_POINTS = [  # in the order they can occur (artifacts, logs and sessions -> memory run side by side)
     KillPoint("sessions", "erase_sessions"),
     KillPoint("memory", "forget_memory"),
+    KillPoint("artifacts mid-batch", "erase_artifacts", lambda d: d.get("batches", 0) >= 1),
     KillPoint("logs mid-batch", "purge_logs", lambda d: d.get("segments", 0) >= 1),
     KillPoint("keys", "shred_keys"),
     KillPoint("main verification", stage="verify_main"),

@@ -80,7 +80,7 @@ class VerifierActivities(PlatformActivities):
     def check_memory(self, inp: CheckInput, _user: str | None, record: dict[str, Any]) -> CheckResult:
         memory = self.platform.memory
         refs = [session_ref(inp.subject_key, s) for s in record.get("erased_sessions", [])]
-        own, _derived_now = memory.count_user(inp.subject_key, [])
+        own = memory.count_own(inp.subject_key)
         derived = memory.count_derived_from(record.get("erased_memory_ids", []), refs)
         canaries = memory.count_with_digests(record.get("canaries", []))
         return _result(

@@ -52,6 +52,11 @@ def refuse_raw_identifiers(
     return event_dict
 
 
+def _stderr_logger(*_args: Any) -> structlog.PrintLogger:
+    """A logger on whatever ``sys.stderr`` is now (it may be replaced after configuration: test capture)."""
+    return structlog.PrintLogger(file=sys.stderr)
+
+
 def configure_logging(log_format: str = "auto", level: int = logging.INFO) -> None:
     """Configure structlog and the stdlib root logger once per process."""
     global _configured
@@ -67,7 +72,7 @@ def configure_logging(log_format: str = "auto", level: int = logging.INFO) -> No
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=_stderr_logger,
         cache_logger_on_first_use=False,
     )
     if not _configured:

@@ -1,7 +1,14 @@
 """``ErasureWorkflow``: the ordered, idempotent erasure saga for one subject.
 
-fence → artifacts → sessions → memory → logs → keys → verify (main pass) → durable timer (ingestion delay)
-→ second sweep → lift the user fence → verify (final) → finish → receipt.
+fence → (artifacts ‖ logs ‖ sessions → memory) → keys → verify (main pass) → durable timer (ingestion
+delay) → second sweep → lift the user fence → verify (final) → finish → receipt.
+
+Only the order that matters is kept: the fence before any deletion; memory after sessions (it follows
+provenance through the session tombstones the sessions step writes); keys after every store (a shredded
+key must not be needed by a step still running); the sweep after the delay. Artifacts (one prefix per
+subject key, no session ids needed) and logs (the subject index) depend on nothing else and run alongside.
+With no ingestion delay the main-pass verification is skipped: the sweep and the final verification
+follow at once and the final pass checks every store.
 
 A legal hold makes the saga wait before its next destructive step. Every payload carries only the request
 id, the subject key and the app name; activities look the raw user id up in the request store.
@@ -9,6 +16,7 @@ id, the subject key and the app name; activities look the raw user id up in the 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -84,6 +92,8 @@ STEP_ACTIVITY = {
 }
 HOLD_RECHECK = timedelta(minutes=10)
 HOLD_GATE_ON_SIGNAL = "hold-gate-on-signal-v1"
+PARALLEL_DELETION = "parallel-deletion-v1"
+SEQUENTIAL_STEPS = ("fence", "artifacts", "sessions", "memory", "logs", "keys")
 
 
 @workflow.defn(name="ErasureWorkflow")
@@ -182,6 +192,45 @@ class ErasureWorkflow:
         self._mark(name, "done", result.counts)
         return result
 
+    async def _run_chain(self, step: StepInput, *names: str) -> None:
+        for name in names:
+            await self._hold_gate(step)
+            await self._run_step(name, step)
+
+    async def _delete_everything(self, step: StepInput) -> None:
+        """Fence, then the independent stores side by side, then keys (see the module docstring).
+
+        Every branch runs to its end before a failure is raised, so no step is left half-reported.
+        """
+        await self._run_chain(step, "fence")
+        await self._hold_gate(step)  # once for all branches; only a branch's later steps gate again
+
+        async def sessions_then_memory() -> None:
+            await self._run_step("sessions", step)
+            await self._hold_gate(step)
+            await self._run_step("memory", step)
+
+        outcomes = await asyncio.gather(
+            self._run_step("artifacts", step),
+            sessions_then_memory(),
+            self._run_step("logs", step),
+            return_exceptions=True,
+        )
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        await self._run_chain(step, "keys")
+
+    async def _verify_main(self, inp: ErasureInput, parallel: bool, verifications: list[VerifyResult]) -> None:
+        if parallel and inp.ingestion_delay_seconds <= 0:
+            self._mark("verify_main", "skipped")
+            return
+        self._mark("verify_main", "running")
+        self._set_status("running", "verify_main")
+        main = await self._verify(inp, "main")
+        verifications.append(main)
+        self._mark("verify_main", "done", {"failed_checks": sum(1 for c in main.checks if not c.passed)})
+
     async def _verify(self, inp: ErasureInput, phase: str) -> VerifyResult:
         result = await workflow.execute_child_workflow(
             VERIFIER_WORKFLOW,
@@ -205,15 +254,12 @@ class ErasureWorkflow:
             await call(Activities.BEGIN, step, BeginResult)
             self._set_status("running", "fence")
             await self._hold_gate(step)
-            for name in ("fence", "artifacts", "sessions", "memory", "logs", "keys"):
-                await self._hold_gate(step)
-                await self._run_step(name, step)
-
-            self._mark("verify_main", "running")
-            self._set_status("running", "verify_main")
-            main = await self._verify(inp, "main")
-            verifications.append(main)
-            self._mark("verify_main", "done", {"failed_checks": sum(1 for c in main.checks if not c.passed)})
+            parallel = workflow.patched(PARALLEL_DELETION)
+            if parallel:
+                await self._delete_everything(step)
+            else:  # histories recorded before the patch: one step after another
+                await self._run_chain(step, *SEQUENTIAL_STEPS)
+            await self._verify_main(inp, parallel, verifications)
 
             if inp.ingestion_delay_seconds > 0:
                 self._mark("wait", "running")

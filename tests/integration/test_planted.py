@@ -14,6 +14,7 @@ from functools import cached_property
 from typing import Any
 
 import pytest
+from psycopg import Connection
 
 from stores.artifacts import ArtifactEraser
 from stores.keys import DataKeyStore
@@ -51,9 +52,14 @@ class KeepsUserState(SessionStore):
 
 class IgnoresProvenance(MemoryEraser):
     def _closure(
-        self, subject: str, session_refs: Sequence[str], created_before: datetime | None = None
+        self,
+        conn: Connection[tuple[Any, ...]],
+        subject: str,
+        session_refs: Sequence[str],
+        created_before: datetime | None,
+        delete_own: bool = False,
     ) -> tuple[list[uuid.UUID], list[uuid.UUID]]:
-        own, _derived = super()._closure(subject, [], created_before)
+        own, _derived = super()._closure(conn, subject, [], created_before, delete_own)
         return own, []
 
 

@@ -23,7 +23,7 @@ from verifier.receipt_activity import load_receipt
 from workers.codec import ENCODING
 from workers.settings import Settings
 from workflows.contracts import STEPS
-from workflows.erasure import HOLD_GATE_ON_SIGNAL
+from workflows.erasure import HOLD_GATE_ON_SIGNAL, PARALLEL_DELETION
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -101,16 +101,28 @@ async def test_no_personal_data_anywhere_in_the_orchestration(
     # TemporalChangeVersion) and the SDK's patch markers stay in clear; none holds anything personal
     clear = [p for p in payloads if p.metadata.get("encoding") != ENCODING]
     assert clear
-    patch = json.dumps({"id": HOLD_GATE_ON_SIGNAL, "deprecated": False}, separators=(",", ":")).encode()
+    patches = {
+        json.dumps({"id": patch_id, "deprecated": False}, separators=(",", ":")).encode()
+        for patch_id in (HOLD_GATE_ON_SIGNAL, PARALLEL_DELETION)
+    }
     odd = [
         (dict(p.metadata), p.data[:100])
         for p in clear
-        if p.metadata.get("type") not in (b"Keyword", b"Datetime", b"KeywordList") and p.data != patch
+        if p.metadata.get("type") not in (b"Keyword", b"Datetime", b"KeywordList") and p.data not in patches
     ]
     assert not odd, odd
     keywords = {p.data.decode().strip('"') for p in clear if p.metadata.get("type") == b"Keyword"}
     keywords |= {k for p in clear if p.metadata.get("type") == b"KeywordList" for k in json.loads(p.data)}
-    allowed = {"received", "running", "completed", "verify_final", "receipt", "done", HOLD_GATE_ON_SIGNAL}
+    allowed = {
+        "received",
+        "running",
+        "completed",
+        "verify_final",
+        "receipt",
+        "done",
+        HOLD_GATE_ON_SIGNAL,
+        PARALLEL_DELETION,
+    }
     assert keywords <= set(STEPS) | allowed
     log = (tmp_path / "worker.log").read_text()
     assert "worker_started" in log

@@ -42,9 +42,12 @@ async def test_erasure_removes_every_copy_and_leaves_controls_identical(saga: Sa
     assert steps["logs"].counts["lines"] == before[target]["counts"]["log_lines"]
     assert steps["keys"].counts["key_versions"] == 1
     assert steps["wait"].state == "skipped"
+    assert steps["verify_main"].state == "skipped"  # no ingestion delay: the final pass checks every store
     body = saga.receipt_body(result.request_id)
     assert body["status"] == "completed"
+    assert [v["phase"] for v in body["verifications"]] == ["final"]
     assert all(c["passed"] for v in body["verifications"] for c in v["checks"])
+    await _assert_saga_order(saga, result.request_id)
     row = saga.platform.requests.get(result.request_id)
     assert row.state == "completed"
     assert not row.has_user_id
@@ -55,6 +58,28 @@ async def test_erasure_removes_every_copy_and_leaves_controls_identical(saga: Sa
         for wid, name in ((f"erasure-{result.request_id}", "erasure"), (f"verify-{result.request_id}-final", "verify")):
             history = await saga.client.get_workflow_handle(wid).fetch_history()
             (HISTORIES / f"{name}_{os.environ['ERASURE_RECORD_HISTORY']}.json").write_text(history.to_json())
+
+
+async def _assert_saga_order(saga: SagaHarness, request_id: str) -> None:
+    """The order that matters, read from the history; the independent stores start in one workflow task."""
+    history = await saga.client.get_workflow_handle(f"erasure-{request_id}").fetch_history()
+    scheduled: dict[str, tuple[int, int]] = {}  # activity -> (scheduled event id, by workflow task)
+    completed: dict[str, int] = {}
+    names: dict[int, str] = {}
+    for ev in history.events:
+        if ev.HasField("activity_task_scheduled_event_attributes"):
+            attrs = ev.activity_task_scheduled_event_attributes
+            names[ev.event_id] = attrs.activity_type.name
+            scheduled.setdefault(attrs.activity_type.name, (ev.event_id, attrs.workflow_task_completed_event_id))
+        elif ev.HasField("activity_task_completed_event_attributes"):
+            completed[names[ev.activity_task_completed_event_attributes.scheduled_event_id]] = ev.event_id
+    deleting = ("erase_artifacts", "erase_sessions", "purge_logs")
+    assert all(completed["fence_user"] < scheduled[a][0] for a in (*deleting, "forget_memory"))
+    assert len({scheduled[a][1] for a in deleting}) == 1, scheduled  # side by side
+    assert completed["erase_sessions"] < scheduled["forget_memory"][0]
+    before_keys = ("erase_artifacts", "forget_memory", "purge_logs")
+    assert all(completed[a] < scheduled["shred_keys"][0] for a in before_keys)
+    assert completed["shred_keys"] < scheduled["second_sweep"][0] < scheduled["lift_fence"][0]
 
 
 async def test_second_request_finds_nothing_and_duplicates_attach(saga: SagaHarness) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from bench.ceiling import ACTIVITIES_PER_RUN
 from bench.counters import CallCounter, group
-from bench.history import Record, counts_by_name, step_times
+from bench.history import Record, counts_by_name, covered, step_times
 from bench.png import SIGNATURE, Canvas, bar_chart, encode_png
 from bench.stats import Row, Target, format_table, ratio, summarize
 
@@ -75,8 +75,22 @@ def test_step_times_sum_per_name_in_first_order() -> None:
 
 
 def test_ceiling_mirrors_the_sagas_activity_count() -> None:
-    # begin, hold, 6 x (hold, step), verifier (6), hold, sweep, lift, verifier (6), finish, receipt
-    assert ACTIVITIES_PER_RUN == 31
+    # begin, hold, fence, 4 deleting steps side by side, keys, sweep, lift, verifier (6), finish, receipt
+    assert ACTIVITIES_PER_RUN == 18
+
+
+def test_covered_counts_overlapping_steps_once() -> None:
+    recs = [
+        Record(1, "start", "erase_artifacts", 0, 10.0),
+        Record(2, "start", "purge_logs", 0, 10.0),
+        Record(3, "end", "", 2, 10.5),
+        Record(4, "end", "", 1, 12.0),  # artifacts 10-12 covers logs 10-10.5
+        Record(5, "start", "shred_keys", 0, 13.0),
+        Record(6, "end", "", 5, 13.25),
+        Record(7, "start", "issue_receipt", 0, 14.0),  # never finished: left out
+    ]
+    assert covered(recs) == 2.25
+    assert covered(recs, {"purge_logs", "shred_keys"}) == 0.75
 
 
 def test_counter_deltas_and_grouping() -> None:

@@ -27,7 +27,8 @@ HISTORIES = Path(__file__).resolve().parents[1] / "histories"
     "name",
     [
         "erasure_completed.json",  # recorded before the hold-gate-on-signal-v1 patch: replays the old path
-        "erasure_hold_gate_patch.json",  # recorded after it
+        "erasure_hold_gate_patch.json",  # recorded after it, before parallel-deletion-v1: one step after another
+        "erasure_parallel_deletion.json",  # recorded after parallel-deletion-v1: stores side by side, no main pass
         "verify_completed.json",
     ],
 )
