@@ -332,6 +332,10 @@ async def measure(plan: Plan, settings: Settings) -> tuple[Figures, Erasure | No
     sample: Erasure | None = None
     try:
         async with worker, ceiling_worker:
+            say("warm-up: one small erasure by saga and one directly (connections, clients; not measured)")
+            warm = await bench.seed(seeder, "warmup", 2, "small")
+            await bench.erase(warm[0])
+            erase_directly(platform, APP, warm[1])
             say(f"phase 1: 10 background users, {plan.runs} run(s) of a {plan.target_size} user")
             await bench.seed(seeder, "bg", plan.background_small, "typical")
             small = await bench.platform_phase(seeder, "small")

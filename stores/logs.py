@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -128,12 +129,12 @@ class LogArchive:
             ).fetchall()
         return [r[0] for r in rows]
 
-    def count_user_lines(self, keys: Iterable[str], app_name: str, user_id: str) -> int:
-        total = 0
-        for key in keys:
-            records = self.read_if_exists(key) or []
-            total += sum(1 for r in records if line_of_user(r, app_name, user_id))
-        return total
+    def count_user_lines(self, keys: Iterable[str], app_name: str, user_id: str, readers: int = 1) -> int:
+        def count(key: str) -> int:
+            return sum(1 for r in self.read_if_exists(key) or [] if line_of_user(r, app_name, user_id))
+
+        with ThreadPoolExecutor(max(1, readers), thread_name_prefix="log-readers") as pool:
+            return sum(pool.map(count, keys))
 
     def old_versions(self, key: str) -> int:
         """Non-current versions and delete markers of one segment object.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from temporalio import activity
@@ -23,6 +24,7 @@ from stores.redaction import sensitive
 from workflows.contracts import CheckInput, CheckResult
 
 RECENT_LOG_SAMPLE = 20
+LOG_READERS = 4  # segments read at once (each old-version listing briefly holds a pooled connection)
 
 
 def _result(check: str, counts: dict[str, int], detail_ok: str = "nothing left") -> CheckResult:
@@ -91,18 +93,25 @@ class VerifierActivities(PlatformActivities):
         archive = self.platform.logs
         belongs = self._belongs(inp.app_name, inp.subject_key)
         named = list(record.get("purged_segments", []))
-        lines = old_versions = 0
-        for n, key in enumerate(named):
-            try:
-                records = archive.read(key)
-            except archive._s3.exceptions.NoSuchKey:
-                continue
+
+        def inspect(key: str) -> tuple[int, int]:
+            """(the subject's lines, old versions) of one named segment; (0, 0) once it is gone."""
+            records = archive.read_if_exists(key)
+            if records is None:
+                return 0, 0
+            found = 0
             for r in records:
                 by_field = r.get("app") == inp.app_name and isinstance(r.get("user_id"), str) and belongs(r["user_id"])
                 if by_field or (user_id is not None and line_of_user(r, inp.app_name, user_id)):
-                    lines += 1
-            old_versions += archive.old_versions(key)
-            beat(segments_checked=n + 1)
+                    found += 1
+            return found, archive.old_versions(key)
+
+        lines = old_versions = 0
+        with ThreadPoolExecutor(LOG_READERS, thread_name_prefix="verify-logs") as readers:
+            for n, (found, old) in enumerate(readers.map(inspect, named)):  # results in order, beats here
+                lines += found
+                old_versions += old
+                beat(segments_checked=n + 1)
         counts = {
             "index_entries": len(archive.segments_of(inp.subject_key)),
             "lines_in_named_segments": lines,
@@ -110,7 +119,7 @@ class VerifierActivities(PlatformActivities):
         }
         if user_id is not None:
             sample = archive.recent_segments(RECENT_LOG_SAMPLE)
-            counts["lines_in_recent_sample"] = archive.count_user_lines(sample, inp.app_name, user_id)
+            counts["lines_in_recent_sample"] = archive.count_user_lines(sample, inp.app_name, user_id, LOG_READERS)
             return _result("logs", counts)
         result = _result("logs", counts)
         return CheckResult(result.check, result.passed, result.counts, result.detail + "; raw-id sample scan not run")
