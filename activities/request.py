@@ -103,14 +103,8 @@ class RequestActivities(PlatformActivities):
             key=lambda t: (-len(t), counts[t], t),
         )
         secret = self.platform.config.subject_secret
-        chosen: list[str] = []
-        for tok in candidates[:50]:
-            digest = token_digest(secret, tok)
-            if self.platform.memory.digest_holders(digest, subject_key) == 0:
-                chosen.append(digest)
-            if len(chosen) == CANARY_COUNT:
-                break
-        return chosen
+        digests = [token_digest(secret, tok) for tok in candidates[:50]]
+        return self.platform.memory.unheld_digests(digests, subject_key)[:CANARY_COUNT]
 
     @activity.defn(name="hold_active")
     @translate_errors

@@ -307,10 +307,15 @@ class MemoryEraser:
                 counts[tok] = counts.get(tok, 0) + 1
         return counts
 
-    def digest_holders(self, digest: str, excluding_subject: str) -> int:
+    def unheld_digests(self, digests: Sequence[str], excluding_subject: str) -> list[str]:
+        """Those of ``digests`` (in their order) no row of anyone else holds: one round trip, one index
+        probe per digest that stops at the first holder (a count of a common word's holders would grow
+        with the platform)."""
         with self._pool.connection() as conn:
-            row = conn.execute(
-                "SELECT count(*) FROM memories WHERE token_digests && ARRAY[%s]::text[] AND subject_key <> %s",
-                (digest, excluding_subject),
-            ).fetchone()
-        return int(row[0]) if row else 0
+            rows = conn.execute(
+                "SELECT given.d FROM unnest(%s::text[]) WITH ORDINALITY AS given(d, n) WHERE NOT EXISTS "
+                "(SELECT 1 FROM memories m WHERE m.token_digests @> ARRAY[given.d] AND m.subject_key <> %s) "
+                "ORDER BY given.n",
+                (list(digests), excluding_subject),
+            ).fetchall()
+        return [r[0] for r in rows]
