@@ -61,7 +61,10 @@ class DataKeyStore:
                 "SELECT key_id FROM data_keys WHERE subject_key = %s ORDER BY version DESC LIMIT 1",
                 (subject_key,),
             ).fetchone()
-        key = self.get(row[0]) if row else self._generate(subject_key)
+        try:
+            key = self.get(row[0]) if row else self._generate(subject_key)
+        except DataKeyShredded:  # shredded between the two reads: a late writer gets a fresh key (swept later)
+            key = self._generate(subject_key)
         with self._lock:
             self._current[subject_key] = (now + self._ttl, key)
         return key

@@ -48,14 +48,20 @@ def segment_key(window_start: datetime, shard: int) -> str:
     return f"logs/{window_start:%Y/%m/%d/%H%M}-shard{shard:02d}.jsonl"
 
 
-#: Free-text matching only for identifiers at least this long: a one- or two-letter id would match
-#: ordinary words in other users' lines. Lines carrying the id in their ``user_id`` field always match.
+#: Free-text matching only for identifiers at least this long and holding something other than
+#: letters and spaces (an e-mail address, a handle with a digit or a dot): a short id, or one made of plain
+#: words ("refund", "inhaler refill"), would match ordinary text in other users' lines and purge them.
+#: Lines carrying the id in their ``user_id`` field always match.
 MIN_MENTION_LENGTH = 5
+
+
+def can_be_mentioned(raw_id: str) -> bool:
+    return len(raw_id) >= MIN_MENTION_LENGTH and any(not (c.isalpha() or c.isspace()) for c in raw_id)
 
 
 def mentions(text: str, raw_id: str) -> bool:
     """Whether ``raw_id`` appears in ``text`` as a whole token (``bob`` is not in ``bobby``)."""
-    if len(raw_id) < MIN_MENTION_LENGTH:
+    if not can_be_mentioned(raw_id):
         return False
     return re.search(rf"(?<![\w@.+-]){re.escape(raw_id)}(?![\w@+-]|\.\w)", text) is not None
 
