@@ -73,10 +73,21 @@ def digest(document: dict[str, Any]) -> str:
     return hashlib.sha256(canonical(document["receipt"])).hexdigest()
 
 
+def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """JSON object hook: a key given twice would let a reader show one value while the signature covers
+    another (``json.loads`` silently keeps the last)."""
+    seen: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in seen:
+            raise InvalidReceipt(f"duplicate key {name!r} in a JSON object")
+        seen[name] = value
+    return seen
+
+
 def verify_bytes(data: bytes, key: Ed25519PublicKey) -> dict[str, Any]:
     """Parse and verify a receipt file; returns the body or raises ``InvalidReceipt`` with the reason."""
     try:
-        document = json.loads(data.decode("utf-8"))
+        document = json.loads(data.decode("utf-8"), object_pairs_hook=_refuse_duplicates)
     except (UnicodeDecodeError, ValueError):
         raise InvalidReceipt("not a JSON document") from None
     return verify(document, key)

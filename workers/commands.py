@@ -217,8 +217,12 @@ def _receipt_verify(args: argparse.Namespace, settings: Settings) -> int:
         return 1
     except OSError as exc:
         raise ErasureCliError(f"cannot read {args.file}: {exc.strerror}") from None
-    print(f"valid: receipt {body['request_id']} ({body['status']}) signed by this key")
-    return 0
+    status = body.get("status")
+    if status == "completed" or args.any_status:
+        print(f"valid: receipt {body['request_id']} ({status}) signed by this key")
+        return 0
+    print(f"signature valid, but receipt {body['request_id']} is {status}: the erasure was not completed")
+    return 1
 
 
 def _receipt_public_key(_args: argparse.Namespace, settings: Settings) -> int:
@@ -353,8 +357,13 @@ def register(sub: Any) -> None:
     show.add_argument("request_id")
     show.add_argument("--json", action="store_true")
     show.set_defaults(handler=_receipt_show)
-    ver = rc_sub.add_parser("verify", help="exit 0 if valid, 1 if not (with the reason)")
+    ver = rc_sub.add_parser(
+        "verify", help="exit 0 if the signature is valid and the erasure completed, 1 if not (with the reason)"
+    )
     ver.add_argument("file")
+    ver.add_argument(
+        "--any-status", action="store_true", help="exit 0 for any validly signed receipt, whatever its status"
+    )
     ver.add_argument("--public-key", help="PEM file (default: this deployment's key)")
     ver.set_defaults(handler=_receipt_verify)
     rc_sub.add_parser("public-key", help="print the receipt signing public key (PEM)").set_defaults(

@@ -106,3 +106,46 @@ def test_tampering_reasons(mutate: Any, reason: str) -> None:
 def test_not_json_is_a_clear_reason() -> None:
     with pytest.raises(InvalidReceipt, match="not a JSON document"):
         verify_bytes(b"\xff\x00", signing_key(os.urandom(32)).public_key())
+
+
+# ----- issue 12, item 12: duplicate keys and the exit code of `erasure receipt verify` ----------------------
+
+
+def test_duplicate_json_keys_are_refused() -> None:
+    """A second "status" key would make a JSON reader show one value while the signature covers the other."""
+    key = signing_key(os.urandom(32))
+    signed = sign({**body(), "status": "verification_failed"}, key)
+    data = document_bytes(signed).decode()
+    # the signed value stays (json.loads keeps the last duplicate); a naive viewer may show the first one
+    forged = data.replace(
+        '"status": "verification_failed"', '"status": "completed",\n    "status": "verification_failed"'
+    )
+    assert forged != data
+    with pytest.raises(InvalidReceipt, match="duplicate key"):
+        verify_bytes(forged.encode(), key.public_key())
+
+
+def _cli_verify(tmp_path: Path, document: dict[str, Any], key: Any, *extra: str) -> int:
+    from workers.cli import main
+
+    receipt = tmp_path / "receipt.json"
+    receipt.write_bytes(document_bytes(document))
+    pem = tmp_path / "public.pem"
+    pem.write_text(public_key_pem(key.public_key()))
+    return main(["receipt", "verify", str(receipt), "--public-key", str(pem), *extra])
+
+
+def test_cli_verify_exits_non_zero_for_a_valid_but_failed_receipt(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ERASURE_STATE_DIR", str(tmp_path / "state"))
+    key = signing_key(os.urandom(32))
+    assert _cli_verify(tmp_path, sign(body(), key), key) == 0
+    assert "valid" in capsys.readouterr().out
+    failed = sign({**body(), "status": "verification_failed"}, key)
+    assert _cli_verify(tmp_path, failed, key) == 1
+    out = capsys.readouterr().out
+    assert "signature valid" in out and "verification_failed" in out and "not completed" in out
+    # a flag accepts any valid signature, whatever the status, and says so
+    assert _cli_verify(tmp_path, failed, key, "--any-status") == 0
+    assert "verification_failed" in capsys.readouterr().out
