@@ -145,7 +145,9 @@ def test_cli_verify_exits_non_zero_for_a_valid_but_failed_receipt(
     failed = sign({**body(), "status": "verification_failed"}, key)
     assert _cli_verify(tmp_path, failed, key) == 1
     out = capsys.readouterr().out
-    assert "signature valid" in out and "verification_failed" in out and "not completed" in out
+    assert "signature valid" in out
+    assert "verification_failed" in out
+    assert "not completed" in out
     # a flag accepts any valid signature, whatever the status, and says so
     assert _cli_verify(tmp_path, failed, key, "--any-status") == 0
     assert "verification_failed" in capsys.readouterr().out
