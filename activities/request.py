@@ -7,15 +7,18 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import structlog
 from temporalio import activity
 
 from activities.support import PlatformActivities, count, translate_errors
 from stores import tombstone_journal as journal
 from stores.embedding import tokens
 from stores.identity import token_digest
+from stores.presence import presence
 from stores.redaction import sensitive
 from workflows.contracts import BeginResult, FinishInput, HoldStatus, StateChange, StepInput
 
+log = structlog.get_logger("activities.request")
 CANARY_COUNT = 5
 _COMMON = frozenset(
     [
@@ -78,8 +81,11 @@ class RequestActivities(PlatformActivities):
         if "canaries" in record:  # a retry after success: keep what was captured first
             return BeginResult(started_at=now.isoformat(), sessions=sessions, canaries=len(record["canaries"]))
         with sensitive(subject.user_id):
+            found = presence(self.platform, subject.app_name, subject.user_id, subject.subject_key)
             canaries = self._canaries(subject.subject_key, subject.app_name, subject.user_id)
             sample = self.platform.memory.sample_sealed(subject.subject_key)
+        if not any(found.values()):
+            log.warning("subject_not_found", subject_key=subject.subject_key, request_id=inp.request_id)
         requests.merge_record(
             inp.request_id,
             {
@@ -88,6 +94,7 @@ class RequestActivities(PlatformActivities):
                     {"memory_id": sample[0], "blob": base64.b64encode(sample[1]).decode()} if sample else None
                 ),
                 "sessions_at_start": sessions,
+                "found_at_start": found,
             },
         )
         return BeginResult(started_at=now.isoformat(), sessions=sessions, canaries=len(canaries))

@@ -1,18 +1,29 @@
 """Identifiers: validation, the pseudonymous subject key, and collision-free storage keys.
 
-Raw ids are treated as opaque exact strings (no case folding, no Unicode normalisation: a user id is
-whatever the platform stored). They are refused when they can never be valid: empty, too long, control
-characters, or surrounding whitespace. Storage keys encode every component so that no user's prefix can
-ever match another user's (``bob`` vs ``bob/x``, ``bob%``, look-alikes are different bytes).
+Raw ids are treated as opaque exact strings (no case folding, no Unicode normalisation, no trimming: a
+user id is whatever the platform stored, surrounding spaces, non-breaking spaces and code points newer than
+this Python's Unicode tables included). Only ids no store can hold are refused: empty, longer than 256
+characters, a NUL character (Postgres text cannot hold it) or a lone surrogate (not encodable as UTF-8).
+Ids a shell would mangle are given exactly in hex (``decode_hex_id``). Storage keys encode every component
+so that no user's prefix can ever match another user's (``bob`` vs ``bob/x``, ``bob%``, look-alikes are
+different bytes).
+
+Keys: one service secret, never used directly. HKDF derives a separate key per purpose (``derived_key``):
+``subject-key`` (the pseudonymous subject key), ``token-digest`` (keyed hashes of words, for canaries) and
+``request-store`` (sealing raw user ids while a request runs), so no two purposes share a key.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import re
 import unicodedata
 from urllib.parse import quote
+
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from stores.errors import InvalidIdentifier
 
@@ -28,24 +39,49 @@ def validate_app_name(app_name: str) -> str:
 
 
 def validate_id(value: str, what: str = "user id") -> str:
+    """``value`` unchanged, or ``InvalidIdentifier`` when no store could hold it (see the module docstring)."""
     if not isinstance(value, str) or not value:
         raise InvalidIdentifier(f"{what} is empty")
     if len(value) > MAX_ID_LENGTH:
         raise InvalidIdentifier(f"{what} is longer than {MAX_ID_LENGTH} characters")
-    if value != value.strip():
-        raise InvalidIdentifier(f"{what} has leading or trailing whitespace")
-    for ch in value:
-        if unicodedata.category(ch) in ("Cc", "Cs", "Cn") or ch in "\u2028\u2029":
-            raise InvalidIdentifier(f"{what} contains a control, surrogate or unassigned character")
+    if "\x00" in value:
+        raise InvalidIdentifier(f"{what} contains a NUL character, which no store can hold")
+    if any(unicodedata.category(ch) == "Cs" for ch in value):
+        raise InvalidIdentifier(f"{what} contains a lone surrogate, which is not encodable as UTF-8")
     return value
 
 
+def decode_hex_id(value: str, what: str = "user id") -> str:
+    """The exact id from its UTF-8 bytes in hex (for ids a shell or a form would trim or mangle)."""
+    try:
+        raw = bytes.fromhex(value)
+    except ValueError:
+        raise InvalidIdentifier(f"{what} in hex must be an even number of hex digits") from None
+    try:
+        return validate_id(raw.decode("utf-8"), what)
+    except UnicodeDecodeError:
+        raise InvalidIdentifier(f"{what} in hex is not UTF-8") from None
+
+
+def normalisation_variants(user_id: str) -> list[str]:
+    """Other spellings a platform may hold for the same person: trimmed, NFC, NFD, NFKC (never the id itself)."""
+    forms = [user_id.strip(), *(unicodedata.normalize(f, user_id) for f in ("NFC", "NFD", "NFKC"))]
+    forms += [unicodedata.normalize("NFKC", user_id).strip()]
+    return sorted({f for f in forms if f and f != user_id})
+
+
+@functools.lru_cache(maxsize=64)
+def derived_key(secret: bytes, purpose: str) -> bytes:
+    """The key for one purpose, derived from the service secret with HKDF-SHA256 (label per purpose)."""
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=f"erasure/{purpose}/v1".encode()).derive(secret)
+
+
 def subject_key(secret: bytes, app_name: str, user_id: str) -> str:
-    """HMAC-SHA256 of (app, user) under the service secret: the only identity the orchestrator uses."""
+    """HMAC-SHA256 of (app, user) under the subject-key key: the only identity the orchestrator uses."""
     validate_app_name(app_name)
     validate_id(user_id)
     msg = app_name.encode() + b"\x00" + user_id.encode("utf-8")
-    return SUBJECT_KEY_PREFIX + hmac.new(secret, msg, hashlib.sha256).hexdigest()[:40]
+    return SUBJECT_KEY_PREFIX + hmac.new(derived_key(secret, "subject-key"), msg, hashlib.sha256).hexdigest()[:40]
 
 
 _SUBJECT_KEY = re.compile(r"^sk_[0-9a-f]{40}$")
@@ -59,7 +95,7 @@ def validate_subject_key(value: str) -> str:
 
 def token_digest(secret: bytes, token: str) -> str:
     """Keyed hash of one normalised word: canaries and memory rows are compared through these."""
-    return hmac.new(secret, b"tok\x00" + token.encode("utf-8"), hashlib.sha256).hexdigest()[:32]
+    return hmac.new(derived_key(secret, "token-digest"), token.encode("utf-8"), hashlib.sha256).hexdigest()[:32]
 
 
 def key_part(value: str) -> str:

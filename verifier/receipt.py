@@ -18,7 +18,9 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-SCHEMA_ID = "erasure-receipt/1"
+SCHEMA_ID = "erasure-receipt/2"
+#: Receipts of every schema this code has issued stay verifiable.
+KNOWN_SCHEMAS = ("erasure-receipt/1", SCHEMA_ID)
 ALGORITHM = "Ed25519"
 
 
@@ -97,8 +99,8 @@ def verify(document: Any, key: Ed25519PublicKey) -> dict[str, Any]:
     if not isinstance(document, dict) or set(document) != {"receipt", "signature"}:
         raise InvalidReceipt("not a receipt document (expected exactly 'receipt' and 'signature')")
     body, sig = document["receipt"], document["signature"]
-    if not isinstance(body, dict) or body.get("schema") != SCHEMA_ID:
-        raise InvalidReceipt(f"unknown receipt schema (expected {SCHEMA_ID})")
+    if not isinstance(body, dict) or body.get("schema") not in KNOWN_SCHEMAS:
+        raise InvalidReceipt(f"unknown receipt schema (expected one of {', '.join(KNOWN_SCHEMAS)})")
     if not isinstance(sig, dict) or sig.get("alg") != ALGORITHM:
         raise InvalidReceipt("unsupported signature algorithm")
     if sig.get("key_id") != key_id(key):

@@ -48,6 +48,8 @@ class ReceiptActivities(PlatformActivities):
             "due_at": row.due_at.isoformat(),
             "due_met": completed <= row.due_at,
             "steps": [{"name": s.name, "state": s.state, "counts": dict(s.counts)} for s in inp.steps],
+            "subject_found": any(record.get("found_at_start", {}).values()),
+            "found_at_start": dict(record.get("found_at_start", {})),
             "derived_rows_removed": list(record.get("derived_removed", [])),
             "second_sweep": dict(record.get("second_sweep", {})),
             "verifications": [
@@ -62,7 +64,7 @@ class ReceiptActivities(PlatformActivities):
                 for v in inp.verifications
             ],
             "holds": [
-                {"action": h["action"], "reason": h["reason"], "at": h["at"]}
+                {"action": h["action"], "at": h["at"]}  # never the free-text reason (it may name people)
                 for h in self.platform.requests.hold_history(inp.subject_key, since=row.received_at)
             ],
             "software": {"name": "erasure-orchestrator", "version": software_version()},

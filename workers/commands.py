@@ -81,9 +81,25 @@ async def _follow(client: Any, request_id: str, interval: float = 0.5) -> str:
         await asyncio.sleep(interval)
 
 
+def _warn_other_spellings(platform: Any, app: str, user_id: str) -> None:
+    from workers.service import other_spellings_with_data
+
+    others = other_spellings_with_data(platform, app, user_id)
+    if others:
+        print(
+            f"warning: {len(others)} other spelling(s) of this user id (trimmed or Unicode-normalised) hold data "
+            f"in {app}; identity is exact, so they are not erased with it. If they are the same person, file each:",
+            file=sys.stderr,
+        )
+        for other in others:
+            print(f"  erasure request --app {app} --user-hex {other.encode().hex()}", file=sys.stderr)
+
+
 def _request(args: argparse.Namespace, settings: Settings) -> int:
-    from workers.service import file_request, ui_link
+    from workers.service import exact_user_id, file_request, ui_link
     from workers.temporal_client import connect
+
+    user_id = exact_user_id(args.user, args.user_hex)
 
     async def main() -> int:
         with _platform(settings) as platform:
@@ -93,11 +109,12 @@ def _request(args: argparse.Namespace, settings: Settings) -> int:
                 platform,
                 settings,
                 app_name=args.app,
-                user_id=args.user,
+                user_id=user_id,
                 reason=args.reason,
                 requested_by=args.requested_by,
                 due=args.due,
             )
+            _warn_other_spellings(platform, args.app, user_id)
         verb = "attached to the running request" if filed.attached else "filed"
         print(f"{verb}: {filed.request_id}  (subject {filed.subject_key}, due {filed.due_at:%Y-%m-%d})")
         print(f"Temporal UI: {ui_link(settings, filed.request_id)}")
@@ -124,6 +141,10 @@ def _status(args: argparse.Namespace, settings: Settings) -> int:
         print(f"request {row.request_id}  app {row.app_name}  subject {row.subject_key}")
         print(f"  state {row.state}  received {row.received_at:%Y-%m-%d %H:%M}  due {row.due_at:%Y-%m-%d}", end="")
         print(f" ({days_left(row)} days left)" if row.state in ("received", "running", "on_hold") else "")
+        found = row.record.get("found_at_start")
+        if found is not None and not any(found.values()):
+            print("  NOTHING FOUND: no store held data for this subject when the request began (is the id")
+            print("  spelt exactly as stored? --user-hex gives it byte for byte); counts of 0 are not an erasure")
         current = await progress(client, args.request_id)
         if current is not None:
             print("\n".join(render(current)[1:]))
@@ -309,6 +330,14 @@ def _schedule(args: argparse.Namespace, settings: Settings) -> int:
     return asyncio.run(main())
 
 
+def _add_user_arguments(parser: argparse.ArgumentParser) -> None:
+    who = parser.add_mutually_exclusive_group(required=True)
+    who.add_argument("--user", help="the user id exactly as the platform stores it")
+    who.add_argument(
+        "--user-hex", help="the user id's UTF-8 bytes in hex, for ids a shell would trim or mangle (spaces, NBSP)"
+    )
+
+
 def register(sub: Any) -> None:
     """Add the erasure subcommands to the ``erasure`` parser."""
     sub.add_parser("worker", help="run the worker (all workflows and activities)").set_defaults(handler=_worker)
@@ -326,7 +355,7 @@ def register(sub: Any) -> None:
 
     req = sub.add_parser("request", help="file an erasure request")
     req.add_argument("--app", required=True)
-    req.add_argument("--user", required=True)
+    _add_user_arguments(req)
     req.add_argument("--reason")
     req.add_argument("--requested-by")
     req.add_argument("--due", help="due date YYYY-MM-DD (default: received + ERASURE_DUE_DAYS)")

@@ -12,8 +12,9 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.service import RPCError
 
 from stores.errors import InvalidIdentifier
-from stores.identity import subject_key, validate_app_name, validate_id
+from stores.identity import decode_hex_id, normalisation_variants, subject_key, validate_app_name, validate_id
 from stores.platform import Platform
+from stores.presence import ids_holding_data
 from stores.requests import ErasureRequestRow
 from workers.errors import ErasureCliError
 from workers.settings import Settings
@@ -49,6 +50,27 @@ def parse_due(value: str | None, received: datetime, settings: Settings) -> date
     if due < received:
         raise RequestRefused("--due is in the past")
     return due
+
+
+def exact_user_id(user: str | None, user_hex: str | None) -> str:
+    """The user id as given (``--user``) or from its UTF-8 bytes in hex (``--user-hex``), exactly."""
+    if (user is None) == (user_hex is None):
+        raise RequestRefused("give the user id with exactly one of --user and --user-hex")
+    if user_hex is not None:
+        try:
+            return decode_hex_id(user_hex)
+        except InvalidIdentifier as exc:
+            raise RequestRefused(str(exc)) from None
+    assert user is not None
+    return user
+
+
+def other_spellings_with_data(platform: Platform, app_name: str, user_id: str) -> list[str]:
+    """Trimmed or Unicode-normalised spellings of ``user_id`` that hold data of their own in the app.
+
+    Identity is exact, so they are other subjects: an erasure of one never touches the others. The CLI
+    warns about them so that staff can file each spelling that belongs to the same person."""
+    return ids_holding_data(platform, app_name, normalisation_variants(user_id))
 
 
 def validate_request(platform: Platform, app_name: str, user_id: str) -> str:

@@ -55,8 +55,9 @@ async def cli_app(saga: SagaHarness) -> str:
     ("args", "message"),
     [
         (["--app", "cli-app", "--user", ""], "user id is empty"),
-        (["--app", "cli-app", "--user", "bob\x07"], "control"),
-        (["--app", "cli-app", "--user", " bob"], "whitespace"),
+        (["--app", "cli-app", "--user-hex", "610062"], "NUL"),
+        (["--app", "cli-app", "--user-hex", "zz"], "hex digits"),
+        (["--app", "cli-app", "--user-hex", "ff"], "not UTF-8"),
         (["--app", "cli-app", "--user", "x" * 300], "longer than 256"),
         (["--app", "no-such-app", "--user", "bob"], "unknown app 'no-such-app'"),
         (["--app", "bad/app", "--user", "bob"], "app name must be"),
@@ -138,3 +139,41 @@ async def test_hold_and_release_through_the_cli(saga: SagaHarness, temporal_env:
     assert code == 0, err
     assert request_id in out
     assert (await saga.result(request_id)).status == "completed"
+
+
+async def test_ids_adk_stores_are_erased_exactly_and_nothing_found_is_explicit(
+    saga: SagaHarness, temporal_env: WorkflowEnvironment
+) -> None:
+    """Issue 12, item 17: ids google-adk stores (surrounding spaces, NBSP, newer code points) were refused, so
+    those users could never be erased; an unknown id completed with zero counts as if it had been erased."""
+    app = "cli-odd-ids"
+    odd, plain, newer = " odd\u00a0user-81 ", "odd\u00a0user-81", "new\U0001fae8-81"
+    await saga.seed(app, [odd, newer], "small", 81)
+    await saga.seed(app, [plain], "small", 82)  # seeded apart: no cross-user summary links it to the others
+    before = await asyncio.to_thread(snapshot, saga.platform, app, [plain])
+
+    code, out, err = await cli(saga, temporal_env, "request", "--app", app, "--user-hex", odd.encode().hex())
+    assert code == 0, err
+    assert "1 other spelling(s)" in err
+    assert plain.encode().hex() in err  # how to file the other spelling, exactly
+    result = await saga.result(out.split()[1])
+    assert result.status == "completed"
+    after = await asyncio.to_thread(snapshot, saga.platform, app, [odd, plain])
+    assert after[odd]["counts"]["sessions"] == after[odd]["counts"]["memories"] == 0
+    assert before[plain]["counts"]["sessions"] > 0
+    assert after[plain] == before[plain]  # the trimmed spelling is another subject: untouched
+
+    code, out, err = await cli(saga, temporal_env, "request", "--app", app, "--user", newer)
+    assert code == 0, err
+    assert (await saga.result(out.split()[1])).status == "completed"
+    assert saga.receipt_body(out.split()[1])["subject_found"] is True
+
+    code, out, err = await cli(saga, temporal_env, "request", "--app", app, "--user", "nobody-81@example.org")
+    assert code == 0, err
+    request_id = out.split()[1]
+    assert (await saga.result(request_id)).status == "completed"
+    body = saga.receipt_body(request_id)
+    assert body["subject_found"] is False
+    assert set(body["found_at_start"].values()) == {0}
+    code, out, _ = await cli(saga, temporal_env, "status", request_id)
+    assert "NOTHING FOUND" in out

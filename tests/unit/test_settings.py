@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from workers.errors import ConfigError
-from workers.local_secrets import load_secrets, secrets_file
+from workers.local_secrets import create_local_secrets, load_secrets, secrets_file
 from workers.settings import Settings, settings_doc
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,7 +64,7 @@ def test_every_setting_is_documented_in_the_readme() -> None:
 
 def test_secrets_are_generated_once_with_private_mode(tmp_path: Path) -> None:
     s = Settings.from_env({"ERASURE_STATE_DIR": str(tmp_path)})
-    first = load_secrets(s)
+    first = create_local_secrets(s)
     second = load_secrets(s)
     assert first == second
     assert len(first.subject_key_secret) == 32
@@ -73,6 +73,7 @@ def test_secrets_are_generated_once_with_private_mode(tmp_path: Path) -> None:
 
 def test_secrets_from_environment_win(tmp_path: Path) -> None:
     s = Settings.from_env({"ERASURE_STATE_DIR": str(tmp_path), "ERASURE_SUBJECT_KEY_SECRET": "ab" * 32})
+    create_local_secrets(s)
     assert load_secrets(s).subject_key_secret == bytes.fromhex("ab" * 32)
     with pytest.raises(ConfigError, match="32 bytes"):
         load_secrets(Settings.from_env({"ERASURE_STATE_DIR": str(tmp_path), "ERASURE_PAYLOAD_KEY": "ab"}))

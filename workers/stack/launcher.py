@@ -12,6 +12,7 @@ from stores.aws_clients import s3_client
 from stores.migrate import prepare_database
 from workers.errors import StackError
 from workers.local_kms import read_key_id
+from workers.local_secrets import create_local_secrets
 from workers.settings import Settings
 from workers.stack.parts import KmsPart, Part, PartStatus, all_parts, aws_endpoints
 
@@ -88,6 +89,7 @@ async def _install_schedule(settings: Settings) -> str:
 
 
 def up(settings: Settings, echo: Echo = print, parts: Iterable[Part] | None = None) -> None:
+    create_local_secrets(settings)  # the one place secrets are generated (once; later runs read them)
     chosen = list(parts) if parts is not None else all_parts(settings)
     for part in chosen:
         what = part.up()
