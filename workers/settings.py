@@ -82,20 +82,25 @@ class Settings:
     subject_key_secret: str = _env(
         "ERASURE_SUBJECT_KEY_SECRET",
         "",
-        "Hex secret keying the pseudonymous subject key. Empty: generated once into the state dir.",
+        "Hex secret keying the pseudonymous subject key. Empty: read from the local stack's secrets file ('erasure stack up' creates it).",
         required_in_production=True,
     )
     signing_key: str = _env(
         "ERASURE_SIGNING_KEY",
         "",
-        "Hex Ed25519 private key (32 bytes) signing receipts. Empty: generated once into the state dir.",
+        "Hex Ed25519 private key (32 bytes) signing receipts. Empty: read from the local stack's secrets file ('erasure stack up' creates it).",
         required_in_production=True,
     )
     payload_key: str = _env(
         "ERASURE_PAYLOAD_KEY",
         "",
-        "Hex AES-256 key of the Temporal payload codec. Empty: generated once into the state dir.",
+        "Hex AES-256 key of the Temporal payload codec. Empty: read from the local stack's secrets file ('erasure stack up' creates it).",
         required_in_production=True,
+    )
+    codec_token: str = _env(
+        "ERASURE_CODEC_TOKEN",
+        "",
+        "Bearer token (32+ characters) the codec server requires. Empty: 'erasure codec-server' refuses to start.",
     )
     log_format: str = _env("ERASURE_LOG_FORMAT", "auto", "Log output: auto (console on a terminal), json or console.")
     metrics_port: str = _env("ERASURE_METRICS_PORT", "0", "Prometheus metrics port of the worker (0: off).")
