@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from temporalio import activity
@@ -15,7 +16,8 @@ class KeyActivities(PlatformActivities):
     @translate_errors
     def shred_keys(self, inp: StepInput) -> StepResult:
         destroyed = self.platform.keys.shred(inp.subject_key)
-        record = self.platform.requests.get(inp.request_id).record
-        if "keys_shredded_at" not in record:
-            self.platform.requests.merge_record(inp.request_id, {"keys_shredded_at": datetime.now(UTC).isoformat()})
+        now = datetime.now(UTC).isoformat()
+        self.platform.requests.update_record(
+            inp.request_id, lambda r: r if r.keys_shredded_at else replace(r, keys_shredded_at=now)
+        )
         return StepResult("keys", {"key_versions": destroyed})

@@ -9,6 +9,7 @@ from temporalio import activity
 
 from activities.support import PlatformActivities, count, translate_errors
 from stores.late_sweep import sweep_erased_subject
+from stores.request_record import LateSweepNote
 from workflows.contracts import SweepFinding, SweepPage, SweepPageInput, SweepSubjectInput
 
 log = structlog.get_logger("activities.late_sweep")
@@ -33,8 +34,8 @@ class LateSweepActivities(PlatformActivities):
         found = {k: v for k, v in counts.items() if v}
         if found:
             log.warning("late_writes_found", subject_key=entry.subject_key, request_id=entry.request_id, **found)
-            self.platform.requests.append_record(
-                entry.request_id, "late_writer_sweeps", {"at": datetime.now(UTC).isoformat(), "found": found}
+            self.platform.requests.append_late_sweep(
+                entry.request_id, LateSweepNote(at=datetime.now(UTC).isoformat(), found=found)
             )
             for store, n in found.items():
                 count("erasure_late_writes_found", "late writes removed by sweeps", n, store=store, sweep="scheduled")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from temporalio import activity
 
 from activities.support import PlatformActivities, beat, heartbeat_details, translate_errors
@@ -17,9 +19,9 @@ class LogActivities(PlatformActivities):
         archive = self.platform.logs
         state = heartbeat_details({"segments": 0, "lines": 0})
         segments = archive.segments_of(subject.subject_key)
-        record = self.platform.requests.get(inp.request_id).record
-        named = sorted(set(record.get("purged_segments", [])) | set(segments))
-        self.platform.requests.merge_record(inp.request_id, {"purged_segments": named})
+        self.platform.requests.update_record(
+            inp.request_id, lambda r: replace(r, purged_segments=sorted(set(r.purged_segments or []) | set(segments)))
+        )
         done, lines = int(state["segments"]), int(state["lines"])
         with sensitive(subject.user_id):
             for n, key in enumerate(segments):  # purged segments leave the index: a retry sees only the rest

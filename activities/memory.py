@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from temporalio import activity
 
 from activities.support import PlatformActivities, beat, translate_errors
@@ -13,17 +15,14 @@ class MemoryActivities(PlatformActivities):
     @activity.defn(name="forget_memory")
     @translate_errors
     def forget_memory(self, inp: StepInput) -> StepResult:
+        """Every erased id (the user's own and derived) is recorded in ``erased_memories`` by the eraser, in
+        the delete's transaction; the record gets the derived ids for the receipt and marks the step done."""
         refs = [session_ref(inp.subject_key, s) for s in self.platform.ledger.sessions_of(inp.subject_key)]
         beat(phase="provenance")
-        result = self.platform.memory.erase_user(inp.subject_key, refs)
+        result = self.platform.memory.erase_user(inp.subject_key, refs, request_id=inp.request_id)
         beat(phase="deleted", rows=result.rows, derived=result.derived)
-        record = self.platform.requests.get(inp.request_id).record
-        erased = sorted(set(record.get("erased_memory_ids", [])) | set(result.derived_ids))
-        self.platform.requests.merge_record(
+        self.platform.requests.update_record(
             inp.request_id,
-            {
-                "derived_removed": sorted(set(record.get("derived_removed", [])) | set(result.derived_ids)),
-                "erased_memory_ids": erased,
-            },
+            lambda r: replace(r, derived_removed=sorted(set(r.derived_removed or []) | set(result.derived_ids))),
         )
         return StepResult("memory", {"rows": result.rows, "derived_rows": result.derived})

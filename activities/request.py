@@ -16,6 +16,7 @@ from stores.embedding import tokens
 from stores.identity import token_digest
 from stores.presence import presence
 from stores.redaction import sensitive
+from stores.request_record import CiphertextSample
 from workflows.contracts import BeginResult, FinishInput, HoldStatus, StateChange, StepInput
 
 log = structlog.get_logger("activities.request")
@@ -76,10 +77,10 @@ class RequestActivities(PlatformActivities):
         now = datetime.now(UTC)
         requests = self.platform.requests
         requests.set_state(inp.request_id, "running", now)
-        record = requests.get(inp.request_id).record
+        record = requests.record(inp.request_id)
         sessions = len(self.platform.sessions.session_ids(subject.app_name, subject.user_id))
-        if "canaries" in record:  # a retry after success: keep what was captured first
-            return BeginResult(started_at=now.isoformat(), sessions=sessions, canaries=len(record["canaries"]))
+        if record.canaries is not None:  # a retry after success: keep what was captured first
+            return BeginResult(started_at=now.isoformat(), sessions=sessions, canaries=len(record.canaries))
         with sensitive(subject.user_id):
             found = presence(self.platform, subject.app_name, subject.user_id, subject.subject_key)
             canaries = self._canaries(subject.subject_key, subject.app_name, subject.user_id)
@@ -88,14 +89,10 @@ class RequestActivities(PlatformActivities):
             log.warning("subject_not_found", subject_key=subject.subject_key, request_id=inp.request_id)
         requests.merge_record(
             inp.request_id,
-            {
-                "canaries": canaries,
-                "ciphertext_sample": (
-                    {"memory_id": sample[0], "blob": base64.b64encode(sample[1]).decode()} if sample else None
-                ),
-                "sessions_at_start": sessions,
-                "found_at_start": found,
-            },
+            canaries=canaries,
+            ciphertext_sample=CiphertextSample(sample[0], base64.b64encode(sample[1]).decode()) if sample else None,
+            sessions_at_start=sessions,
+            found_at_start=found,
         )
         return BeginResult(started_at=now.isoformat(), sessions=sessions, canaries=len(canaries))
 
@@ -132,8 +129,7 @@ class RequestActivities(PlatformActivities):
         requests = self.platform.requests
         requests.set_state(inp.request_id, inp.status, completed)
         if inp.status != "failed":
-            record = requests.get(inp.request_id).record
-            shredded = record.get("keys_shredded_at")
+            shredded = requests.record(inp.request_id).keys_shredded_at
             self.platform.ledger.record_erasure(
                 inp.request_id,
                 inp.subject_key,
@@ -153,6 +149,6 @@ class RequestActivities(PlatformActivities):
                     sessions=self.platform.ledger.sessions_of(inp.subject_key),
                 ),
             )
-        requests.merge_record(inp.request_id, {"ciphertext_sample_destroyed": True})
+        requests.merge_record(inp.request_id, ciphertext_sample_destroyed=True)
         if requests.forget_user_id(inp.request_id) or inp.status == "failed":
             count("erasure_requests_finished", "erasure requests by final status", status=inp.status)

@@ -15,7 +15,7 @@ from psycopg_pool import PoolTimeout
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from stores.errors import InvalidIdentifier, RequestNotFound, UnknownSchema
+from stores.errors import InvalidIdentifier, RecordInvalid, RequestNotFound, UnknownSchema
 from stores.platform import Platform
 from workflows import error_types
 
@@ -59,6 +59,8 @@ def translate_errors(fn: Callable[P, R]) -> Callable[P, R]:
             raise non_retryable(str(exc), error_types.UNKNOWN_SCHEMA) from None
         except RequestNotFound as exc:
             raise non_retryable(str(exc), error_types.REQUEST_NOT_FOUND) from None
+        except RecordInvalid as exc:
+            raise non_retryable(str(exc), error_types.RECORD_INVALID) from None
         except PermissionError as exc:
             raise non_retryable(str(exc), error_types.PERMISSION_DENIED) from None
         except psycopg.errors.InsufficientPrivilege:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from temporalio import activity
 
 from activities.support import PlatformActivities, beat, count, translate_errors
@@ -17,15 +19,15 @@ def sweep_subject(platform: Platform, request_id: str, subject_key: str, app_nam
         sessions = platform.sessions.session_ids(app_name, user_id)
         platform.ledger.mark_sessions(app_name, sessions, subject_key, request_id)
         if sessions:
-            record = platform.requests.get(request_id).record
-            erased = sorted(set(record.get("erased_sessions", [])) | set(sessions))
-            platform.requests.merge_record(request_id, {"erased_sessions": erased})
+            platform.requests.update_record(
+                request_id, lambda r: replace(r, erased_sessions=sorted(set(r.erased_sessions or []) | set(sessions)))
+            )
         artifacts = platform.artifacts.erase_everything_of(app_name, subject_key)
         beat(phase="artifacts", found=artifacts)
         counts = platform.sessions.erase_sessions(app_name, user_id, sessions)
         counts += platform.sessions.erase_user_state(app_name, user_id)
         refs = [session_ref(subject_key, s) for s in platform.ledger.sessions_of(subject_key)]
-        memory = platform.memory.erase_user(subject_key, refs)
+        memory = platform.memory.erase_user(subject_key, refs, request_id=request_id)
         beat(phase="memory", found=memory.rows + memory.derived)
         lines = 0
         for key in platform.logs.segments_of(subject_key):
@@ -49,7 +51,7 @@ class SweepActivities(PlatformActivities):
     def second_sweep(self, inp: StepInput) -> StepResult:
         subject = self.subject(inp.request_id, inp.subject_key, inp.app_name)
         found = sweep_subject(self.platform, inp.request_id, inp.subject_key, inp.app_name, subject.user_id)
-        self.platform.requests.merge_record(inp.request_id, {"second_sweep": found})
+        self.platform.requests.merge_record(inp.request_id, second_sweep=found)
         for store, n in found.items():
             count("erasure_late_writes_found", "late writes removed by sweeps", n, store=store, sweep="second")
         return StepResult("sweep", found)

@@ -5,7 +5,8 @@ StoreError
 ├── UnknownSchema          a google-adk schema version this code does not know (non-retryable)
 ├── DataKeyShredded        a ciphertext whose data key no longer exists (crypto-shredded)
 ├── CiphertextInvalid      bytes that are not one of our ciphertexts, or were tampered with
-└── RequestNotFound        no erasure request with that id
+├── RequestNotFound        no erasure request with that id
+└── RecordInvalid          a request record of an unknown version or shape (non-retryable)
 """
 
 
@@ -31,3 +32,7 @@ class CiphertextInvalid(StoreError):
 
 class RequestNotFound(StoreError):
     """No erasure request with that id."""
+
+
+class RecordInvalid(StoreError):
+    """A request's recorded state this code cannot read (unknown version or field): refused, never half-read."""

@@ -7,7 +7,9 @@ stores or in any backup, fails with ``DataKeyShredded`` (a process that already 
 it within ``cache_ttl`` seconds). Default mode makes no KMS call to shred.
 
 Per-user KMS key mode (``per_user_kms_keys=True``) wraps each subject's data key under its own KMS key and
-also schedules that KMS key's deletion (minimum window) on shred, for KMS-side destruction.
+also schedules that KMS key's deletion (minimum window) on shred, for KMS-side destruction. Creating those
+keys is the agent runtime's job (its IAM policy: ``deploy/iam/runtime-policy-per-user-keys.json``); the
+erasure worker only uses, describes and schedules the deletion of keys carrying the managed tag.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import uuid
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from botocore.exceptions import ClientError
 from psycopg_pool import ConnectionPool
 
 from stores.crypto import DataKey, key_id_of, open_sealed, seal
@@ -113,6 +116,11 @@ class DataKeyStore:
                 "VALUES (%s, %s, %s, %s, %s)",
                 (key_id, subject_key, version[0], generated["CiphertextBlob"], wrap_key),
             )
+            if self._per_user:
+                conn.execute(
+                    "INSERT INTO subject_kms_keys (subject_key, kms_key_id) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                    (subject_key, wrap_key),
+                )
         return DataKey(key_id, generated["Plaintext"])
 
     def _create_user_kms_key(self, subject_key: str) -> str:
@@ -130,24 +138,55 @@ class DataKeyStore:
 
     def shred(self, subject_key: str, created_before: datetime | None = None) -> int:
         """Delete every wrapped key version of the subject (optionally only those created before a time,
-        so a returning user's new key survives a later sweep); idempotent. Returns versions destroyed."""
+        so a returning user's new key survives a later sweep); idempotent. Returns versions destroyed.
+
+        Per-user KMS key mode: the KMS keys' deletion is scheduled *first*, and the rows are deleted (with
+        the KMS keys marked in ``subject_kms_keys``, one transaction) only once KMS accepted it or
+        reports the key already pending deletion or gone. A failed KMS call leaves the rows in place, so
+        a retry finds them and calls KMS again; deleting the rows first would leave nothing to retry from.
+        """
         with self._pool.connection() as conn:
             rows = conn.execute(
-                "DELETE FROM data_keys WHERE subject_key = %s AND (%s::timestamptz IS NULL OR created_at < %s) "
-                "RETURNING key_id, kms_key_id",
+                "SELECT key_id, kms_key_id FROM data_keys WHERE subject_key = %s "
+                "AND (%s::timestamptz IS NULL OR created_at < %s)",
                 (subject_key, created_before, created_before),
+            ).fetchall()
+        kms_keys = sorted({r[1] for r in rows if r[1] != self._kms_key_id}) if self._per_user else []
+        for kms_key in kms_keys:
+            self._schedule_deletion(kms_key)
+        with self._pool.connection() as conn, conn.transaction():
+            if kms_keys:
+                conn.execute(
+                    "INSERT INTO subject_kms_keys (subject_key, kms_key_id, deletion_scheduled_at) "
+                    "SELECT %s, k, now() FROM unnest(%s::text[]) AS given(k) ON CONFLICT (subject_key, kms_key_id) "
+                    "DO UPDATE SET deletion_scheduled_at = COALESCE(subject_kms_keys.deletion_scheduled_at, now())",
+                    (subject_key, kms_keys),
+                )
+            deleted = conn.execute(
+                "DELETE FROM data_keys WHERE key_id = ANY(%s) RETURNING key_id", ([r[0] for r in rows],)
             ).fetchall()
         with self._lock:
             self._current.pop(subject_key, None)
-            for key_id, _kms_key in rows:
+            for (key_id,) in deleted:
                 self._by_id.pop(key_id, None)
             for key_id in [k for k, v in self._by_id.items() if v[2] == subject_key]:
                 self._by_id.pop(key_id, None)
-        if self._per_user:
-            for kms_key in {r[1] for r in rows if r[1] != self._kms_key_id}:
-                self.kms_calls += 1
-                self._kms.schedule_key_deletion(KeyId=kms_key, PendingWindowInDays=7)
-        return len(rows)
+        return len(deleted)
+
+    def _schedule_deletion(self, kms_key: str) -> None:
+        """Schedule a per-user KMS key's deletion (minimum window); done already counts as done."""
+        self.kms_calls += 1
+        try:
+            self._kms.schedule_key_deletion(KeyId=kms_key, PendingWindowInDays=7)
+        except ClientError as err:
+            code = err.response.get("Error", {}).get("Code", "")
+            if code == "NotFoundException":
+                return
+            if code == "KMSInvalidStateException":
+                state = self._kms.describe_key(KeyId=kms_key)["KeyMetadata"].get("KeyState")
+                if state in ("PendingDeletion", "PendingReplicaDeletion"):
+                    return
+            raise
 
     def count(self, subject_key: str) -> int:
         with self._pool.connection() as conn:

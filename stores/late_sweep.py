@@ -44,7 +44,7 @@ def sweep_erased_subject(platform: Platform, entry: LedgerEntry) -> dict[str, in
             counts += platform.sessions.erase_sessions_dated_before(app, user_id, ids, before)
             counts += platform.sessions.erase_user_state_before(app, user_id, before)
         refs = [session_ref(subject, s) for s in platform.ledger.sessions_of(subject)]
-        memory = platform.memory.erase_user(subject, refs, created_before=before)
+        memory = platform.memory.erase_user(subject, refs, created_before=before, request_id=entry.request_id)
         # S3 LastModified has one-second resolution: only objects clearly older than the erasure count
         older = before.replace(microsecond=0) - timedelta(seconds=1)
         artifacts = platform.artifacts.erase_everything_of(app, subject, modified_before=older)

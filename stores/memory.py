@@ -24,6 +24,7 @@ from stores.embedding import Embedder, HashingEmbedder, tokens, vector_literal
 from stores.errors import DataKeyShredded
 from stores.identity import session_ref, subject_key, token_digest
 from stores.keys import DataKeyStore
+from stores.tombstones import fence_lock_key
 
 KINDS = ("episode", "fact", "summary")
 
@@ -40,6 +41,26 @@ class NewMemory:
     author: str | None = None
     created_at: datetime | None = None
     id: uuid.UUID = field(default_factory=uuid.uuid4)
+
+
+@dataclass(frozen=True)
+class FencedWrite:
+    inserted: list[uuid.UUID]
+    refused: int  # fenced, tombstoned, or already present (same id)
+
+
+_INSERT_COLUMNS = (
+    "id, app_name, user_id, subject_key, session_id, kind, derived_from, source_sessions, author, key_id, "
+    "content_sealed, token_digests, embedding, created_at"
+)
+_INSERT_VALUES = "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::vector, %s"
+_FENCED_INSERT = (
+    f"INSERT INTO memories ({_INSERT_COLUMNS}) SELECT %s::uuid, %s::text, %s::text, %s::text, %s::text, %s::text, "
+    "%s::uuid[], %s::text[], %s::text, %s::uuid, %s::bytea, %s::text[], %s::vector, %s::timestamptz "
+    "WHERE NOT EXISTS (SELECT 1 FROM user_tombstones WHERE subject_key = %s) "
+    "AND NOT EXISTS (SELECT 1 FROM session_tombstones WHERE %s::text IS NOT NULL AND subject_key = %s "
+    "AND session_id = %s) ON CONFLICT (id) DO NOTHING RETURNING id"
+)
 
 
 @dataclass(frozen=True)
@@ -65,7 +86,7 @@ class MemoryStore:
         self._secret = subject_secret
         self._embedder = embedder or HashingEmbedder()
 
-    def insert(self, memories: Iterable[NewMemory]) -> list[uuid.UUID]:
+    def _rows(self, memories: Iterable[NewMemory]) -> list[tuple[Any, ...]]:
         rows = []
         for m in memories:
             if m.kind not in KINDS:
@@ -91,17 +112,39 @@ class MemoryStore:
                     m.created_at or datetime.now(UTC),
                 )
             )
+        return rows
+
+    def insert(self, memories: Iterable[NewMemory]) -> list[uuid.UUID]:
+        """Write rows without consulting any tombstone (seeding, the summariser's own rows, tests that play
+        a writer who bypasses the fence). Agent runtimes write through ``insert_fenced``."""
+        rows = self._rows(memories)
         if not rows:
             return []
         with self._pool.connection() as conn, conn.cursor() as cur:
             cur.executemany(
-                "INSERT INTO memories (id, app_name, user_id, subject_key, session_id, kind, derived_from, "
-                "source_sessions, author, key_id, content_sealed, token_digests, embedding, created_at) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::vector, %s) "
-                "ON CONFLICT (id) DO NOTHING",
-                rows,
+                f"INSERT INTO memories ({_INSERT_COLUMNS}) VALUES ({_INSERT_VALUES}) ON CONFLICT (id) DO NOTHING", rows
             )
         return [r[0] for r in rows]
+
+    def insert_fenced(self, memories: Iterable[NewMemory]) -> FencedWrite:
+        """Write rows unless a user tombstone of their subject, or a session tombstone of their (subject,
+        session), exists: the check is part of each INSERT statement, so no fence written in between can
+        be passed. ``TombstoneLedger.fence_user`` takes the subject's fence lock exclusively while it writes
+        the tombstone; this takes it shared before inserting, so either the rows are committed before the
+        fence exists (and the erasure that follows the fence finds them), or the INSERT's snapshot sees
+        the fence and writes nothing."""
+        rows = self._rows(memories)
+        if not rows:
+            return FencedWrite([], 0)
+        inserted: list[uuid.UUID] = []
+        with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            for sk in sorted({r[3] for r in rows}):
+                cur.execute("SELECT pg_advisory_xact_lock_shared(hashtextextended(%s, 0))", (fence_lock_key(sk),))
+            for r in rows:
+                cur.execute(_FENCED_INSERT, (*r, r[3], r[4], r[3], r[4]))
+                if cur.fetchone() is not None:
+                    inserted.append(r[0])
+        return FencedWrite(inserted, len(rows) - len(inserted))
 
     def decrypt_row(self, row_id: uuid.UUID, sealed: bytes) -> str:
         return self._keys.decrypt(sealed, row_id.bytes).decode("utf-8")
@@ -192,7 +235,12 @@ SELECT m.id FROM unnest(%(sessions)s::text[]) AS given(ref) JOIN memories m ON m
 
 
 class MemoryEraser:
-    """Deletes a user's rows and every row derived from them (transitively), by indexed lookups."""
+    """Deletes a user's rows and every row derived from them (transitively), by indexed lookups.
+
+    Provenance is followed from the user's rows that still exist *and* from every row an earlier pass
+    erased (``erased_memories``, written in the same transaction as each delete): a summary written after
+    the memory step whose ``derived_from`` names the user's deleted facts is found by every later pass.
+    """
 
     def __init__(self, pool: ConnectionPool, batch: int = 1000) -> None:
         self._pool = pool
@@ -206,11 +254,12 @@ class MemoryEraser:
         created_before: datetime | None,
         delete_own: bool = False,
     ) -> tuple[list[uuid.UUID], list[uuid.UUID]]:
-        """(the user's own row ids, ids of rows derived from them or from their sessions).
+        """(the user's own row ids, ids of rows derived from them, from their erased rows or sessions).
 
         ``session_refs`` are ``session_ref(subject key, session id)`` values of the erased sessions.
         With ``delete_own`` the own rows are deleted as they are found (one statement, by the subject key
-        index); the caller's transaction makes that and the derived rows' deletion one unit.
+        index); the caller's transaction makes that and the derived rows' deletion one unit. A row whose
+        id was erased before and which exists again (a replayed write of the same id) counts as derived.
         """
         verb = "DELETE FROM memories" if delete_own else "SELECT id FROM memories"
         tail = " RETURNING id" if delete_own else ""
@@ -221,9 +270,15 @@ class MemoryEraser:
                 (subject, created_before, created_before),
             ).fetchall()
         ]
-        seen = set(own)
-        derived: list[uuid.UUID] = []
-        frontier = list(own)
+        erased = [
+            r[0]
+            for r in conn.execute("SELECT memory_id FROM erased_memories WHERE subject_key = %s", (subject,)).fetchall()
+        ]
+        seen = set(own) | set(erased)
+        derived: list[uuid.UUID] = [
+            r[0] for r in conn.execute("SELECT id FROM memories WHERE id = ANY(%s)", (erased,)).fetchall()
+        ]
+        frontier = [*own, *erased]
         sessions = list(session_refs)
         while frontier or sessions:
             rows = conn.execute(_NAMING, {"memories": frontier, "sessions": sessions}).fetchall()
@@ -234,17 +289,30 @@ class MemoryEraser:
         return own, derived
 
     def erase_user(
-        self, subject: str, session_refs: Sequence[str], created_before: datetime | None = None
+        self,
+        subject: str,
+        session_refs: Sequence[str],
+        created_before: datetime | None = None,
+        *,
+        request_id: str,
     ) -> MemoryErasure:
-        """Delete the subject's rows (by the subject key index) and every row derived from them.
+        """Delete the subject's rows (by the subject key index) and every row derived from them, and record
+        every deleted id in ``erased_memories``.
 
         One transaction: a retry after a crash finds the whole closure again (deleting the user's own
-        rows first and their derived rows in a later transaction could lose the only path to the latter).
+        rows first and their derived rows, or the record of them, in a later transaction could lose the
+        only path to the latter).
         """
         with self._pool.connection() as conn, conn.transaction():
             own, derived = self._closure(conn, subject, session_refs, created_before, delete_own=True)
             for start in range(0, len(derived), self._batch):
                 conn.execute("DELETE FROM memories WHERE id = ANY(%s)", (derived[start : start + self._batch],))
+            if own or derived:
+                conn.execute(
+                    "INSERT INTO erased_memories (subject_key, memory_id, request_id) "
+                    "SELECT %s, given.id, %s FROM unnest(%s::uuid[]) AS given(id) ON CONFLICT DO NOTHING",
+                    (subject, request_id, [*own, *derived]),
+                )
         return MemoryErasure(rows=len(own), derived=len(derived), derived_ids=sorted(str(i) for i in derived))
 
     def count_user(self, subject: str, session_refs: Sequence[str]) -> tuple[int, int]:
@@ -259,7 +327,7 @@ class MemoryEraser:
         return int(row[0]) if row else 0
 
     def count_derived_from(self, memory_ids: Sequence[str], session_refs: Sequence[str]) -> int:
-        """Rows whose provenance names any of these (erased) memories or sessions."""
+        """Rows whose provenance names any of these (erased) memories or sessions (one hop)."""
         with self._pool.connection() as conn:
             row = conn.execute(
                 f"SELECT count(*) FROM ({_NAMING}) AS naming",

@@ -2,7 +2,10 @@
 
 ``FencedMemoryService``: while a user tombstone exists, writes for that user are dropped and counted
 (never raised into the agent's turn) and searches return nothing; a tombstoned session id is refused
-forever, so re-ingesting an old copy of an erased session cannot resurrect it.
+forever, so re-ingesting an old copy of an erased session cannot resurrect it. The tombstone check is
+part of each INSERT (``MemoryStore.insert_fenced``), so a fence written between a check and a write
+cannot be passed. Rows keep their source event's time as ``created_at``: a replayed queue of writes
+from before an erasure stays dated before it, where the date-bounded sweeps look.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import asyncio
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import structlog
@@ -35,8 +39,29 @@ def content_text(content: types.Content | None) -> str:
     return " ".join(p.text for p in content.parts if p.text)
 
 
+def event_time(event: Event) -> datetime | None:
+    """When the event happened (ADK ``Event.timestamp``, seconds since the epoch): a row written from a
+    replayed queue keeps it, so date-bounded sweeps still see it as written before an erasure."""
+    ts = getattr(event, "timestamp", None)
+    if isinstance(ts, int | float) and ts > 0:
+        return datetime.fromtimestamp(ts, UTC)
+    return None
+
+
+def entry_time(entry: MemoryEntry) -> datetime | None:
+    """``MemoryEntry.timestamp`` (ISO 8601) as an aware time, if it is one."""
+    if not entry.timestamp:
+        return None
+    try:
+        at = datetime.fromisoformat(entry.timestamp)
+    except ValueError:
+        return None
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
+
+
 def session_memories(session: Session, subject_secret: bytes) -> list[NewMemory]:
-    """Episodes (one per event with text) and facts (sentences stating something about 'my ...')."""
+    """Episodes (one per event with text) and facts (sentences stating something about 'my ...'), dated
+    by their event."""
     out: list[NewMemory] = []
     ref = session_ref(subject_key(subject_secret, session.app_name, session.user_id), session.id)
     for event in session.events:
@@ -52,6 +77,7 @@ def session_memories(session: Session, subject_secret: bytes) -> list[NewMemory]
             author=event.author,
             id=uuid.uuid5(uuid.NAMESPACE_URL, f"adk-event:{ref}:{event.id}"),
             source_sessions=[ref],
+            created_at=event_time(event),
         )
         out.append(episode)
         for n, sentence in enumerate(s.strip() for s in text.split(".")):
@@ -67,20 +93,31 @@ def session_memories(session: Session, subject_secret: bytes) -> list[NewMemory]
                         derived_from=[episode.id],
                         source_sessions=[ref],
                         id=uuid.uuid5(episode.id, f"fact:{n}"),
+                        created_at=episode.created_at,
                     )
                 )
     return out
 
 
 class PostgresMemoryService(BaseMemoryService):
-    """The unfenced ADK memory service; runtimes use it through ``FencedMemoryService``."""
+    """The ADK memory service over ``MemoryStore``; runtimes use it through ``FencedMemoryService``, which
+    turns ``fenced`` on: every write then checks the tombstones inside its INSERT (``insert_fenced``)."""
 
-    def __init__(self, store: MemoryStore, subject_secret: bytes) -> None:
+    def __init__(self, store: MemoryStore, subject_secret: bytes, *, fenced: bool = False) -> None:
         self.store = store
         self._secret = subject_secret
+        self.fenced = fenced
+        self.refused_in_insert = 0  # rows the INSERT itself refused (a fence or tombstone written meanwhile)
+
+    async def _write(self, rows: list[NewMemory]) -> None:
+        if not self.fenced:
+            await asyncio.to_thread(self.store.insert, rows)
+            return
+        written = await asyncio.to_thread(self.store.insert_fenced, rows)
+        self.refused_in_insert += written.refused
 
     async def add_session_to_memory(self, session: Session) -> None:
-        await asyncio.to_thread(self.store.insert, session_memories(session, self._secret))
+        await self._write(session_memories(session, self._secret))
 
     async def add_events_to_memory(
         self,
@@ -101,11 +138,12 @@ class PostgresMemoryService(BaseMemoryService):
                 source_sessions=[session_ref(subject_key(self._secret, app_name, user_id), session_id)]
                 if session_id
                 else [],
+                created_at=event_time(e),
             )
             for e in events
             if content_text(e.content).strip()
         ]
-        await asyncio.to_thread(self.store.insert, rows)
+        await self._write(rows)
 
     async def add_memory(
         self,
@@ -123,10 +161,11 @@ class PostgresMemoryService(BaseMemoryService):
                 kind=str((m.custom_metadata or {}).get("kind", "fact")),
                 session_id=(m.custom_metadata or {}).get("session_id"),
                 author=m.author,
+                created_at=entry_time(m),
             )
             for m in memories
         ]
-        await asyncio.to_thread(self.store.insert, rows)
+        await self._write(rows)
 
     async def search_memory(self, *, app_name: str, user_id: str, query: str) -> SearchMemoryResponse:
         found = await asyncio.to_thread(self.store.search, app_name, user_id, query)
@@ -151,6 +190,7 @@ class FencedMemoryService(BaseMemoryService):
     """The write fence: consult the tombstone ledger before every write and search."""
 
     def __init__(self, inner: PostgresMemoryService, ledger: TombstoneLedger, subject_secret: bytes) -> None:
+        inner.fenced = True  # the check below answers early and counts; the INSERT's own check is the guarantee
         self.inner = inner
         self._ledger = ledger
         self._secret = subject_secret

@@ -7,9 +7,9 @@ and is deleted when the request completes (``forget_user_id``). Everything else 
 
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +21,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from stores.errors import CiphertextInvalid, RequestNotFound
+from stores.request_record import LateSweepNote, RequestRecord
 
 ACTIVE_STATES = ("received", "running", "on_hold")
 FINAL_STATES = ("completed", "verification_failed", "failed", "refused")
@@ -43,7 +44,26 @@ class ErasureRequestRow:
     requested_by: str | None = None
     reason: str | None = None
     has_user_id: bool = False
-    record: dict[str, Any] = field(default_factory=dict)
+    record: RequestRecord = field(default_factory=RequestRecord)
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> ErasureRequestRow:
+        """From a ``SELECT {_COLUMNS}`` row (the record column last)."""
+        (request_id, subject, app, state, received, due, started, completed, by, reason, has_id, record) = row
+        return cls(
+            request_id,
+            subject,
+            app,
+            state,
+            received,
+            due,
+            started,
+            completed,
+            by,
+            reason,
+            has_id,
+            RequestRecord.from_json(record),
+        )
 
 
 @dataclass(frozen=True)
@@ -132,7 +152,7 @@ class RequestStore:
             ).fetchone()
         if row is None:
             raise RequestNotFound("no erasure request with that id")
-        return ErasureRequestRow(*row)
+        return ErasureRequestRow.from_row(row)
 
     def list_requests(self, state: str | None = None, limit: int = 100) -> list[ErasureRequestRow]:
         with self._pool.connection() as conn:
@@ -145,7 +165,7 @@ class RequestStore:
                 rows = conn.execute(
                     f"SELECT {_COLUMNS} FROM erasure_requests ORDER BY received_at DESC LIMIT %s", (limit,)
                 ).fetchall()
-        return [ErasureRequestRow(*r) for r in rows]
+        return [ErasureRequestRow.from_row(r) for r in rows]
 
     def app_known(self, app_name: str) -> bool:
         """Whether the platform has ever held data for this app (indexed probes only)."""
@@ -166,7 +186,7 @@ class RequestStore:
                 "ORDER BY received_at LIMIT 1",
                 (subject_key, list(ACTIVE_STATES)),
             ).fetchone()
-        return ErasureRequestRow(*row) if row else None
+        return ErasureRequestRow.from_row(row) if row else None
 
     def user_id(self, request_id: str) -> str | None:
         """The raw user id, or ``None`` once it has been forgotten."""
@@ -197,22 +217,36 @@ class RequestStore:
                 (state, state, at, state, list(FINAL_STATES), at, request_id),
             )
 
-    def merge_record(self, request_id: str, patch: dict[str, Any]) -> None:
-        """Shallow-merge ``patch`` into the request's JSON record (PII-free values only)."""
+    def record(self, request_id: str) -> RequestRecord:
+        """The request's recorded state (typed; see ``stores.request_record``)."""
         with self._pool.connection() as conn:
-            conn.execute(
-                "UPDATE erasure_requests SET record = record || %s WHERE request_id = %s",
-                (Jsonb(patch), request_id),
-            )
+            row = conn.execute("SELECT record FROM erasure_requests WHERE request_id = %s", (request_id,)).fetchone()
+        if row is None:
+            raise RequestNotFound("no erasure request with that id")
+        return RequestRecord.from_json(row[0])
 
-    def append_record(self, request_id: str, key: str, item: dict[str, Any]) -> None:
-        """Append ``item`` to the list under ``key`` in the record."""
-        with self._pool.connection() as conn:
+    def update_record(self, request_id: str, change: Callable[[RequestRecord], RequestRecord]) -> RequestRecord:
+        """Read, change and write the record under a row lock (parallel steps never lose each other's
+        fields); returns the record written. ``change`` may run again on a retry: keep it pure."""
+        with self._pool.connection() as conn, conn.transaction():
+            row = conn.execute(
+                "SELECT record FROM erasure_requests WHERE request_id = %s FOR UPDATE", (request_id,)
+            ).fetchone()
+            if row is None:
+                raise RequestNotFound("no erasure request with that id")
+            updated = change(RequestRecord.from_json(row[0]))
             conn.execute(
-                "UPDATE erasure_requests SET record = jsonb_set(record, %s, "
-                "COALESCE(record -> %s, '[]'::jsonb) || %s::jsonb) WHERE request_id = %s",
-                ([key], key, json.dumps([item]), request_id),
+                "UPDATE erasure_requests SET record = %s WHERE request_id = %s",
+                (Jsonb(updated.to_json()), request_id),
             )
+        return updated
+
+    def merge_record(self, request_id: str, **changes: Any) -> RequestRecord:
+        """Set these record fields (names checked against ``RequestRecord``; PII-free values only)."""
+        return self.update_record(request_id, lambda r: replace(r, **changes))
+
+    def append_late_sweep(self, request_id: str, note: LateSweepNote) -> None:
+        self.update_record(request_id, lambda r: replace(r, late_writer_sweeps=[*r.late_writer_sweeps, note]))
 
     # ----- legal holds ----------------------------------------------------------------------------
 

@@ -21,6 +21,12 @@ class LedgerEntry:
     keys_shredded_at: datetime | None
 
 
+def fence_lock_key(subject_key: str) -> str:
+    """Name of the subject's fence lock (a Postgres advisory lock on ``hashtextextended(name, 0)``): the
+    fence is written under it exclusively, fenced memory writes insert under it shared."""
+    return f"memory-fence:{subject_key}"
+
+
 class TombstoneLedger:
     def __init__(self, pool: ConnectionPool) -> None:
         self._pool = pool
@@ -29,7 +35,8 @@ class TombstoneLedger:
 
     def fence_user(self, subject_key: str, app_name: str, request_id: str) -> bool:
         """Write the user tombstone; returns whether it was new (idempotent)."""
-        with self._pool.connection() as conn:
+        with self._pool.connection() as conn, conn.transaction():  # a write holding the lock lands first
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (fence_lock_key(subject_key),))
             cur = conn.execute(
                 "INSERT INTO user_tombstones (subject_key, app_name, request_id) VALUES (%s, %s, %s) "
                 "ON CONFLICT (subject_key) DO NOTHING",

@@ -4,27 +4,44 @@ Checks bypass the write fence (which would make them pass vacuously). While the 
 the raw user id, checks use it; after completion (re-verification) they run in subject-key mode:
 everything is found through the subject key, the session tombstones and the recorded references, and
 only the free-text log scan for the raw id, which needs the id itself, is reported as not run.
+
+Fail closed: a check whose recorded input is missing (the step that records it never did) fails with
+"input missing: ...", never passes having checked nothing. Each check's read path is its own
+(``verifier.reads``; the log check's in ``verifier.log_reads``), not the eraser's code. On a request
+that already completed, every check counts only data dated before the erasure (the ledger's
+``erased_at`` and ``keys_shredded_at``): what a returning user wrote since is not a leftover.
 """
 
 from __future__ import annotations
 
 import base64
-import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from dataclasses import dataclass
+from functools import cached_property
 
 from temporalio import activity
 
 from activities.support import PlatformActivities, beat, count, translate_errors
-from stores.errors import CiphertextInvalid, DataKeyShredded
-from stores.identity import session_ref, subject_key
+from stores.errors import InvalidIdentifier
+from stores.identity import subject_key
 from stores.logs import line_of_user
 from stores.redaction import sensitive
+from stores.request_record import RequestRecord
+from stores.requests import FINAL_STATES
+from verifier.reads import Bound, VerifierReads
 from workflows.contracts import CheckInput, CheckResult
 
 RECENT_LOG_SAMPLE = 20
 LOG_READERS = 4  # segments read at once (each old-version listing briefly holds a pooled connection)
+
+
+@dataclass(frozen=True)
+class CheckContext:
+    inp: CheckInput
+    user_id: str | None  # None once the request forgot it: subject-key mode
+    record: RequestRecord
+    bound: Bound | None  # set on a request that completed: only data dated before the erasure counts
 
 
 def _result(check: str, counts: dict[str, int], detail_ok: str = "nothing left") -> CheckResult:
@@ -35,11 +52,22 @@ def _result(check: str, counts: dict[str, int], detail_ok: str = "nothing left")
     return CheckResult(check, False, counts, detail)
 
 
+def missing(check: str, *what: str) -> CheckResult:
+    """Fail closed: the input this check needs was never recorded."""
+    return CheckResult(check, False, {}, "input missing: " + "; ".join(what))
+
+
 class VerifierActivities(PlatformActivities):
+    @cached_property
+    def reads(self) -> VerifierReads:
+        return VerifierReads(
+            self.platform.pool, self.platform.s3, self.platform.kms, self.platform.config.artifact_bucket
+        )
+
     @activity.defn(name="run_check")
     @translate_errors
     def run_check(self, inp: CheckInput) -> CheckResult:
-        checks: dict[str, Callable[[CheckInput, str | None, dict[str, Any]], CheckResult]] = {
+        checks: dict[str, Callable[[CheckContext], CheckResult]] = {
             "sessions": self.check_sessions,
             "artifacts": self.check_artifacts,
             "memory": self.check_memory,
@@ -54,45 +82,84 @@ class VerifierActivities(PlatformActivities):
             inp.subject_key
         ):
             user_id = None
-        record = self.platform.requests.get(inp.request_id).record
+        row = self.platform.requests.get(inp.request_id)
+        bound: Bound | None = None
+        if row.state in FINAL_STATES:
+            entry = self.platform.ledger.entry(inp.request_id)
+            if entry is not None:
+                bound = Bound(entry.erased_at, entry.keys_shredded_at)
+            elif row.state == "failed" and row.completed_at is not None:
+                bound = Bound(row.completed_at)
+            else:
+                result = missing(inp.check, "the erasure ledger entry of this completed request (its erasure time)")
+                count("erasure_verification_failures", "failed verification checks", check=inp.check, phase=inp.phase)
+                return result
+        ctx = CheckContext(inp, user_id, row.record, bound)
         with sensitive(user_id or ""):
-            result = checks[inp.check](inp, user_id, record)
+            result = checks[inp.check](ctx)
         if not result.passed:
             count("erasure_verification_failures", "failed verification checks", check=inp.check, phase=inp.phase)
         return result
 
     def _belongs(self, app_name: str, subject: str) -> Callable[[str], bool]:
         secret = self.platform.config.subject_secret
-        return lambda user: subject_key(secret, app_name, user) == subject
 
-    def check_sessions(self, inp: CheckInput, user_id: str | None, record: dict[str, Any]) -> CheckResult:
-        store = self.platform.sessions
-        erased = list(record.get("erased_sessions", []))
-        leftovers = store.owners_of_session_ids(inp.app_name, erased, self._belongs(inp.app_name, inp.subject_key))
-        counts = {"sessions_under_erased_ids": sum(len(v) for v in leftovers.values())}
-        if user_id is not None:
-            live = store.count_user(inp.app_name, user_id)
-            counts.update({"sessions": live.sessions, "events": live.events, "user_states": live.user_states})
+        def belongs(user: str) -> bool:
+            try:
+                return subject_key(secret, app_name, user) == subject
+            except InvalidIdentifier:  # an id no store could hold is nobody's: counted as not the subject
+                return False
+
+        return belongs
+
+    def check_sessions(self, ctx: CheckContext) -> CheckResult:
+        inp, erased = ctx.inp, ctx.record.erased_sessions
+        if erased is None:
+            return missing("sessions", "the sessions step's list of erased session ids")
+        before = ctx.bound.erased_at if ctx.bound else None
+        counts = {
+            "sessions_under_erased_ids": self.reads.rows_under_session_ids(
+                inp.app_name, erased, self._belongs(inp.app_name, inp.subject_key), before
+            )
+        }
+        if ctx.user_id is not None and ctx.bound is None:
+            counts.update(self.reads.user_session_rows(inp.app_name, ctx.user_id))
         return _result("sessions", counts)
 
-    def check_artifacts(self, inp: CheckInput, _user: str | None, _record: dict[str, Any]) -> CheckResult:
-        listing = self.platform.artifacts.count_user(inp.app_name, inp.subject_key)
-        return _result("artifacts", {"object_versions": listing.versions, "delete_markers": listing.delete_markers})
+    def check_artifacts(self, ctx: CheckContext) -> CheckResult:
+        before = ctx.bound.s3_cutoff if ctx.bound else None
+        return _result("artifacts", self.reads.artifact_entries(ctx.inp.app_name, ctx.inp.subject_key, before))
 
-    def check_memory(self, inp: CheckInput, _user: str | None, record: dict[str, Any]) -> CheckResult:
-        memory = self.platform.memory
-        refs = [session_ref(inp.subject_key, s) for s in record.get("erased_sessions", [])]
-        own = memory.count_own(inp.subject_key)
-        derived = memory.count_derived_from(record.get("erased_memory_ids", []), refs)
-        canaries = memory.count_with_digests(record.get("canaries", []))
-        return _result(
-            "memory", {"rows_of_user": own, "derived_rows_naming_erased": derived, "rows_matching_canaries": canaries}
-        )
+    def check_memory(self, ctx: CheckContext) -> CheckResult:
+        record, subject = ctx.record, ctx.inp.subject_key
+        absent = [
+            what
+            for what, value in (
+                ("the sessions step's list of erased session ids", record.erased_sessions),
+                ("the memory step's record of erased rows", record.derived_removed),
+                ("the canary digests captured at the start", record.canaries),
+            )
+            if value is None
+        ]
+        if absent or record.erased_sessions is None or record.canaries is None:
+            return missing("memory", *absent)
+        before = ctx.bound.erased_at if ctx.bound else None
+        counts = {
+            "rows_of_user": self.reads.own_memory_rows(subject, before),
+            "rows_naming_erased": self.reads.rows_naming(
+                subject, self.reads.erased_memory_ids(subject), record.erased_sessions
+            ),
+            "rows_matching_canaries": self.reads.rows_with_digests(record.canaries, before),
+        }
+        return _result("memory", counts)
 
-    def check_logs(self, inp: CheckInput, user_id: str | None, record: dict[str, Any]) -> CheckResult:
+    def check_logs(self, ctx: CheckContext) -> CheckResult:
+        inp, user_id = ctx.inp, ctx.user_id
+        if ctx.record.purged_segments is None:
+            return missing("logs", "the logs step's list of purged segments")
         archive = self.platform.logs
         belongs = self._belongs(inp.app_name, inp.subject_key)
-        named = list(record.get("purged_segments", []))
+        named = list(ctx.record.purged_segments)
 
         def inspect(key: str) -> tuple[int, int]:
             """(the subject's lines, old versions) of one named segment; (0, 0) once it is gone."""
@@ -124,25 +191,39 @@ class VerifierActivities(PlatformActivities):
         result = _result("logs", counts)
         return CheckResult(result.check, result.passed, result.counts, result.detail + "; raw-id sample scan not run")
 
-    def check_keys(self, inp: CheckInput, _user: str | None, record: dict[str, Any]) -> CheckResult:
-        remaining = self.platform.keys.count(inp.subject_key)
-        sample = record.get("ciphertext_sample")
-        readable = 0
-        if sample:
-            blob = base64.b64decode(sample["blob"])
-            try:
-                self.platform.memory_store.decrypt_row(uuid.UUID(sample["memory_id"]), blob)
-                readable = 1
-            except (DataKeyShredded, CiphertextInvalid):
-                readable = 0
-        result = _result("keys", {"wrapped_keys": remaining, "sample_still_decrypts": readable})
-        if not sample and result.passed:
-            return CheckResult("keys", True, result.counts, "no wrapped key left; no ciphertext sample was captured")
+    def check_keys(self, ctx: CheckContext) -> CheckResult:
+        record, subject = ctx.record, ctx.inp.subject_key
+        absent = [
+            what
+            for what, value in (
+                ("the keys step's shred time", record.keys_shredded_at),
+                ("the ciphertext sample capture at the start", record.canaries),
+            )
+            if value is None
+        ]
+        if absent:
+            return missing("keys", *absent)
+        before = ctx.bound.keys_cutoff if ctx.bound else None
+        counts = {
+            "wrapped_keys": self.reads.wrapped_keys(subject, before),
+            "kms_keys_not_pending_deletion": self.reads.kms_keys_still_usable(subject, before),
+        }
+        sample = record.ciphertext_sample
+        if sample is not None:
+            counts["sample_still_decrypts"] = int(
+                self.reads.sample_decrypts(sample.memory_id, base64.b64decode(sample.blob))
+            )
+        result = _result("keys", counts)
+        if sample is None and result.passed:
+            why = "destroyed after completion" if record.ciphertext_sample_destroyed else "none was captured"
+            return CheckResult("keys", True, result.counts, f"no wrapped key left; ciphertext sample {why}")
         return result
 
-    def check_fence(self, inp: CheckInput, _user: str | None, record: dict[str, Any]) -> CheckResult:
-        erased = set(record.get("erased_sessions", []))
-        tombstoned = set(self.platform.ledger.sessions_of(inp.subject_key))
+    def check_fence(self, ctx: CheckContext) -> CheckResult:
+        if ctx.record.erased_sessions is None:
+            return missing("fence", "the sessions step's list of erased session ids")
+        erased = set(ctx.record.erased_sessions)
+        tombstoned = self.reads.tombstoned_sessions(ctx.inp.subject_key)
         result = _result(
             "fence", {"missing_tombstones": len(erased - tombstoned)}, "every erased session is tombstoned"
         )

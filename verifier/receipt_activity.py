@@ -48,10 +48,10 @@ class ReceiptActivities(PlatformActivities):
             "due_at": row.due_at.isoformat(),
             "due_met": completed <= row.due_at,
             "steps": [{"name": s.name, "state": s.state, "counts": dict(s.counts)} for s in inp.steps],
-            "subject_found": any(record.get("found_at_start", {}).values()),
-            "found_at_start": dict(record.get("found_at_start", {})),
-            "derived_rows_removed": list(record.get("derived_removed", [])),
-            "second_sweep": dict(record.get("second_sweep", {})),
+            "subject_found": any((record.found_at_start or {}).values()),
+            "found_at_start": dict(record.found_at_start or {}),
+            "derived_rows_removed": list(record.derived_removed or []),
+            "second_sweep": dict(record.second_sweep or {}),
             "verifications": [
                 {
                     "phase": v.phase,

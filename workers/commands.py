@@ -141,7 +141,7 @@ def _status(args: argparse.Namespace, settings: Settings) -> int:
         print(f"request {row.request_id}  app {row.app_name}  subject {row.subject_key}")
         print(f"  state {row.state}  received {row.received_at:%Y-%m-%d %H:%M}  due {row.due_at:%Y-%m-%d}", end="")
         print(f" ({days_left(row)} days left)" if row.state in ("received", "running", "on_hold") else "")
-        found = row.record.get("found_at_start")
+        found = row.record.found_at_start
         if found is not None and not any(found.values()):
             print("  NOTHING FOUND: no store held data for this subject when the request began (is the id")
             print("  spelt exactly as stored? --user-hex gives it byte for byte); counts of 0 are not an erasure")

@@ -7,6 +7,8 @@ PERMISSION_DENIED = "StorePermissionDenied"
 REQUEST_NOT_FOUND = "RequestNotFound"
 USER_ID_FORGOTTEN = "UserIdAlreadyForgotten"
 VERIFICATION_FAILED = "VerificationFailed"
+#: raised non-retryable by the activity itself (not listed below, so recorded retry policies stay as they were)
+RECORD_INVALID = "RecordInvalid"
 
 NON_RETRYABLE = (
     INVALID_IDENTIFIER,

@@ -33,7 +33,7 @@ def erase_everything(platform: Platform, app: str, user: str) -> dict[str, Any]:
     artifacts += platform.artifacts.erase_user_scope(app, sk)
     sessions = platform.sessions.erase_sessions(app, user, sids) + platform.sessions.erase_user_state(app, user)
     refs = [session_ref(sk, s) for s in platform.ledger.sessions_of(sk)]
-    memory = platform.memory.erase_user(sk, refs)
+    memory = platform.memory.erase_user(sk, refs, request_id="test")
     _segments, lines = platform.logs.purge_user(app, user, sk)
     keys = platform.keys.shred(sk)
     return {
@@ -204,7 +204,7 @@ def test_fence_refuses_writes_and_searches_while_tombstoned(platform: Platform) 
 
     # erase the session, tombstone it, lift the user fence: the old session copy stays refused forever
     platform.ledger.mark_sessions(app, [copy.id], sk, "req-fence")
-    platform.memory.erase_user(sk, [session_ref(sk, copy.id)])
+    platform.memory.erase_user(sk, [session_ref(sk, copy.id)], request_id="test")
     platform.ledger.lift_user(sk)
     asyncio.run(svc.add_session_to_memory(copy))
     assert svc.refused["session_tombstoned"] == refused_before["session_tombstoned"] + 1

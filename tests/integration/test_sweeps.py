@@ -103,7 +103,7 @@ async def test_scheduled_sweep_removes_old_bypass_writes_and_keeps_a_returning_u
     desc = await client.get_workflow_handle(run_wid, run_id=run_id).describe()
     assert (desc.typed_search_attributes.get(SWEEP_FINDINGS) or 0) >= 4
     record = saga.platform.requests.get(result.request_id).record
-    found = record["late_writer_sweeps"][-1]["found"]
+    found = record.late_writer_sweeps[-1].found
     assert found["memory_rows"] == 1
     assert found["sessions"] == 1
     assert found["events"] == 1
