@@ -9,6 +9,8 @@ time-skipping environment from the ``temporal-test-server`` binary. Tear-down st
 from __future__ import annotations
 
 import dataclasses
+import os
+import shutil
 import uuid
 import warnings
 from collections.abc import AsyncIterator, Iterator
@@ -29,7 +31,7 @@ from workers.codec import data_converter
 from workers.local_secrets import load_secrets
 from workers.settings import Settings
 from workers.stack import launcher
-from workers.stack.parts import KmsPart, PostgresPart, S3Part, find_binary
+from workers.stack.parts import KmsPart, PostgresPart, S3Part, find_binary, root_postgres_base
 from workers.wiring import build_platform
 from workers.worker import build_worker
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
@@ -53,6 +55,8 @@ def local_stack(stack_settings: Settings) -> Iterator[Settings]:
         yield stack_settings
     finally:
         launcher.down(stack_settings, echo=lambda _m: None, parts=parts)
+        if os.geteuid() == 0:  # as root, Postgres data lives under a root-owned base, not in tmp
+            shutil.rmtree(root_postgres_base(stack_settings), ignore_errors=True)
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
 import uuid
 from datetime import timedelta
+from pathlib import Path
 
+import psutil
 import psycopg
 import pytest
 from temporalio import activity, workflow
@@ -13,9 +21,11 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from stores.aws_clients import kms_client, s3_client
+from tests.stack_fixture import make_test_settings
 from workers.settings import Settings
 from workers.stack.launcher import resolve_kms_key_id
-from workers.stack.parts import aws_endpoints
+from workers.stack.parts import PostgresPart, aws_endpoints, root_postgres_base
+from workers.stack.process import ManagedProcess
 
 pytestmark = pytest.mark.integration
 
@@ -91,3 +101,41 @@ def test_migrations_are_safe_to_rerun(local_stack: Settings) -> None:
     before = applied_versions(local_stack.postgres_url)
     assert apply_migrations(local_stack.postgres_url) == []
     assert applied_versions(local_stack.postgres_url) == before
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root runs Postgres as another user")
+def test_as_root_private_parents_stay_private_and_the_run_dir_is_not_world_writable(tmp_path: Path) -> None:
+    """Issue 12, item 15: as root, 'stack up' chmod'ed every parent of the data dir g+rx,o+rx and the run
+    directory 0777 (pid files, which decide what 'stack down' kills, could be forged by anyone)."""
+    private = tmp_path / "home"
+    private.mkdir(mode=0o700)
+    private.chmod(0o700)
+    settings = make_test_settings(private / "checkout" / ".state")
+    part = PostgresPart(settings)
+    try:
+        part.up()
+        with psycopg.connect(settings.postgres_url, connect_timeout=5) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        assert stat.S_IMODE(private.stat().st_mode) == 0o700
+        assert not part.run_dir.stat().st_mode & 0o002
+        assert not part.process().pid_file.stat().st_mode & 0o022
+    finally:
+        part.down()
+        shutil.rmtree(root_postgres_base(settings), ignore_errors=True)
+
+
+def test_a_pid_file_others_can_write_is_not_trusted(tmp_path: Path) -> None:
+    """A forged pid file must never make 'stack down' kill an unrelated process."""
+    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        proc = ManagedProcess("victim", [sys.executable], tmp_path, [])
+        proc.pid_file.write_text(
+            json.dumps({"pid": victim.pid, "create_time": psutil.Process(victim.pid).create_time(), "argv": []})
+        )
+        proc.pid_file.chmod(0o666)
+        assert proc.recorded() is None
+        assert not proc.stop()
+        assert victim.poll() is None
+    finally:
+        victim.kill()
+        victim.wait()

@@ -160,6 +160,63 @@ class TemporalPart(Part):
         return asyncio.run(asyncio.wait_for(probe(), 5))
 
 
+#: As root, embedded Postgres lives under this root-owned directory (see ``PostgresPart.prepare``).
+ROOT_PG_BASE = Path("/var/lib/erasure-orchestrator")
+
+
+def _only_root_can_write(path: Path) -> None:
+    for part in [path, *path.parents]:
+        info = part.lstat()
+        if info.st_uid != 0 or info.st_mode & 0o022 or part.is_symlink():
+            raise StackError(f"postgres: {part} must be a directory only root can write (owner root, no g+w/o+w)")
+
+
+def root_postgres_base(settings: Settings) -> Path:
+    """Per state directory: ``/var/lib/erasure-orchestrator/pg-<hash of the state path>`` (root only)."""
+    import hashlib
+
+    digest = hashlib.sha256(str(settings.state_path.resolve()).encode()).hexdigest()[:16]
+    ROOT_PG_BASE.mkdir(mode=0o755, parents=True, exist_ok=True)
+    _only_root_can_write(ROOT_PG_BASE)
+    base = ROOT_PG_BASE / f"pg-{digest}"
+    base.mkdir(mode=0o755, exist_ok=True)
+    _only_root_can_write(base)
+    return base
+
+
+def private_copy_of_install(source: Path) -> Path:
+    """pgserver's Postgres install copied once under the root-owned base, where its user can execute it.
+
+    The binaries find their shared libraries through ``$ORIGIN/../../../pgserver.libs``: the copy keeps that
+    layout (``site/pgserver/pginstall`` beside ``site/pgserver.libs``)."""
+    import hashlib
+
+    stamp = f"{source.resolve()}:{(source / 'bin' / 'postgres').stat().st_mtime_ns}"
+    target = ROOT_PG_BASE / f"pginstall-{hashlib.sha256(stamp.encode()).hexdigest()[:16]}"
+    installed = target / "site" / "pgserver" / "pginstall"
+    complete = target / "COPY-COMPLETE"  # written last: a copy without it is never used
+    ROOT_PG_BASE.mkdir(mode=0o755, parents=True, exist_ok=True)
+    _only_root_can_write(ROOT_PG_BASE)
+    if not complete.exists():
+        partial = target.with_name(target.name + f".tmp{os.getpid()}")
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(source, partial / "site" / "pgserver" / "pginstall", symlinks=True)
+        libs = source.parent.parent / "pgserver.libs"
+        if libs.is_dir():
+            shutil.copytree(libs, partial / "site" / "pgserver.libs", symlinks=True)
+        for folder in (partial, partial / "site", partial / "site" / "pgserver"):
+            folder.chmod(0o755)
+        (partial / complete.name).write_text(stamp)
+        if target.exists() and not complete.exists():
+            shutil.rmtree(target, ignore_errors=True)  # an incomplete copy
+        try:
+            partial.rename(target)
+        except OSError:  # another process finished the same copy first
+            shutil.rmtree(partial, ignore_errors=True)
+    _only_root_can_write(installed)
+    return installed
+
+
 class PostgresPart(Part):
     name = "postgres"
     system_user = "pgserver"  # postgres refuses to run as root; pgserver uses the same user
@@ -175,21 +232,32 @@ class PostgresPart(Part):
 
     @property
     def data_dir(self) -> Path:
-        return self.settings.state_path / "postgres"
+        base = root_postgres_base(self.settings) if os.geteuid() == 0 else None
+        return base / "data" if base else self.settings.state_path / "postgres"
 
-    def _bin(self, name: str) -> str:
+    @property
+    def socket_dir(self) -> Path:
+        base = root_postgres_base(self.settings) if os.geteuid() == 0 else None
+        return base / "socket" if base else self.run_dir
+
+    def _install_dir(self) -> Path:
         try:
             from pgserver._commands import POSTGRES_BIN_PATH
         except ImportError:
             raise StackError("embedded Postgres needs the 'pgserver' package: pip install -e '.[dev]'") from None
-        return str(Path(POSTGRES_BIN_PATH) / name)
+        source = Path(POSTGRES_BIN_PATH).parent
+        if os.geteuid() != 0:
+            return source
+        return private_copy_of_install(source)
+
+    def _bin(self, name: str) -> str:
+        return str(self._install_dir() / "bin" / name)
 
     def _user(self) -> str | None:
         return self.system_user if os.geteuid() == 0 else None
 
     def process(self) -> ManagedProcess:
         port = self.settings.ports["postgres"]
-        sock = self.settings.state_path / "run"
         argv = [
             self._bin("postgres"),
             "-D",
@@ -199,27 +267,36 @@ class PostgresPart(Part):
             "-h",
             "127.0.0.1",
             "-k",
-            str(sock),
+            str(self.socket_dir),
         ]
         return ManagedProcess(self.name, argv, self.run_dir, [port], user=self._user(), stop_signal=signal.SIGINT)
 
     def prepare(self) -> None:
+        """Data directory and, as root, a layout the unprivileged postgres user can reach.
+
+        Postgres refuses to run as root, so pgserver's system user runs it. That user must traverse to the
+        binaries, the data and the socket directory. Rather than widening the permissions of the checkout's
+        parents (a private 0700 home stays private) or making the run directory world-writable (its pid
+        files decide what ``stack down`` kills), root gets a copy of the binaries and the data under a
+        root-owned base (``root_postgres_base``) whose every parent only root can write.
+        """
         import subprocess
 
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
         user = self._user()
         if user:
             import pwd
 
-            from pgserver.utils import ensure_prefix_permissions, ensure_user_exists
+            from pgserver.utils import ensure_user_exists
 
             ensure_user_exists(user)
             entry = pwd.getpwnam(user)
-            ensure_prefix_permissions(self.data_dir)
-            os.chown(self.data_dir, entry.pw_uid, entry.pw_gid)
-            self.data_dir.chmod(0o700)
-            self.run_dir.chmod(0o777)  # the socket directory must be writable by the postgres user
+            for private in (self.data_dir, self.socket_dir):
+                private.mkdir(parents=True, exist_ok=True)
+                os.chown(private, entry.pw_uid, entry.pw_gid)
+                private.chmod(0o700)
+        else:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
         if not (self.data_dir / "PG_VERSION").exists():
             result = subprocess.run(
                 [

@@ -63,6 +63,9 @@ class ManagedProcess:
         if not self.pid_file.exists():
             return None
         try:
+            owner = self.pid_file.stat()
+            if owner.st_uid != os.geteuid() or owner.st_mode & 0o022:
+                return None  # a pid file someone else wrote or could write is never trusted
             info = json.loads(self.pid_file.read_text())
             proc = psutil.Process(int(info["pid"]))
             if abs(proc.create_time() - float(info["create_time"])) > 1.0:
