@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import threading
 import unicodedata
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import pytest_asyncio
@@ -13,22 +15,41 @@ from google.adk.memory.memory_entry import MemoryEntry
 from google.genai import types
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from temporalio.client import Client
 
 from stores.fingerprint import snapshot, user_snapshot
 from stores.identity import subject_key
 from stores.memory import NewMemory
 from stores.seeder import user_ids
 from tests.saga_harness import SagaHarness
-from workers.service import RequestRefused, progress
+from workers.service import Filed, RequestRefused, file_request, progress
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
 
 async def test_fifty_concurrent_requests_make_one_saga_and_one_receipt(saga: SagaHarness) -> None:
+    """50 filings from 50 threads at once, each with its own event loop and Temporal client, released together
+    by a barrier (asyncio.gather ran them one after another: file_request does its database work before its
+    first await)."""
     app = "dup50"
     user = user_ids(1, 101)[0]
     await saga.seed(app, [user], "small", 101)
-    filed = await asyncio.gather(*(saga.file(app, user, delay=1) for _ in range(50)))
+    target = saga.client.service_client.config.target_host
+    converter = saga.client.data_converter
+    barrier = threading.Barrier(50)
+
+    def file_in_own_thread() -> Filed:
+        async def go() -> Filed:
+            client = await Client.connect(target, namespace=saga.client.namespace, data_converter=converter)
+            await asyncio.to_thread(barrier.wait, 60)
+            return await file_request(
+                client, saga.platform, saga.settings, app_name=app, user_id=user, ingestion_delay_seconds=1
+            )
+
+        return asyncio.run(go())
+
+    with ThreadPoolExecutor(50) as pool:
+        filed = await asyncio.gather(*(asyncio.wrap_future(pool.submit(file_in_own_thread)) for _ in range(50)))
     assert len({f.request_id for f in filed}) == 1
     assert sum(not f.attached for f in filed) == 1
     result = await saga.result(filed[0].request_id)
