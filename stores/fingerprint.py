@@ -66,6 +66,8 @@ def user_snapshot(platform: Platform, app: str, user: str) -> dict[str, Any]:
         "events": _digest(events),
         "user_state": _digest(user_state),
         "memories": _digest(memories),
+        # per row, so a comparison can allow exactly the derived rows an erasure lists as removed
+        "memory_rows": {str(m[0]): _digest(m) for m in memories},
         "keys": _digest(keys),
         "log_index": _digest(log_index),
         "artifacts": _digest(sorted(objects)),

@@ -19,6 +19,7 @@ from stores.platform import Platform
 from stores.seeder import seed_platform, user_ids
 from tests.saga_harness import SagaHarness
 from tests.stack_fixture import make_test_settings
+from tests.untouched import assert_untouched
 from tests.worker_process import WorkerProcess
 from workers.settings import Settings
 from workers.stack import launcher
@@ -100,7 +101,8 @@ async def finish_and_check(
     assert result.status == "completed"
     assert all(v == 0 for v in user_snapshot(faults.platform, app, target)["counts"].values())
     after = user_snapshot(faults.platform, app, control)
-    assert {k for k in control_before if control_before[k] != after[k]} <= {"memories", "counts"}  # type: ignore[index]
+    removed = faults.harness.receipt_body(request_id)["derived_rows_removed"]
+    assert_untouched({control: control_before}, {control: after}, removed)  # type: ignore[dict-item]
     return await faults.retried_activities(request_id)
 
 
