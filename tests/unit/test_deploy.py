@@ -487,13 +487,7 @@ def test_worker_policy_is_exactly_the_least_privilege_grants() -> None:
     assert _allowed(statements) == BASE_GRANTS
 
 
-def test_per_user_key_policy_adds_only_tag_conditioned_key_management() -> None:
-    statements = _statements("worker-policy-per-user-keys.json")
-    allowed = _allowed(statements)
-    for action, resources in BASE_GRANTS.items():
-        assert resources <= allowed[action], f"per-user-key policy lost {action}"
-    extra = set(allowed) - set(BASE_GRANTS)
-    assert extra == {"kms:CreateKey", "kms:ScheduleKeyDeletion", "kms:DescribeKey", "kms:TagResource"}
+def _broad_resources_are_tag_conditioned(statements: list[dict[str, Any]]) -> None:
     for st in statements:
         if st["Effect"] != "Allow":
             continue
@@ -505,5 +499,95 @@ def test_per_user_key_policy_adds_only_tag_conditioned_key_management() -> None:
             assert "aws:RequestTag/" in tags or "aws:ResourceTag/" in tags, (
                 f"{st.get('Sid')}: a broad KMS resource needs a tag condition"
             )
-    denied = {a for st in statements if st["Effect"] == "Deny" for a in _as_list(st["Action"])}
-    assert "kms:ScheduleKeyDeletion" in denied, "the wrapping key must be protected from deletion"
+
+
+def _denied(statements: list[dict[str, Any]]) -> set[str]:
+    return {a for st in statements if st["Effect"] == "Deny" for a in _as_list(st["Action"])}
+
+
+def test_per_user_key_worker_policy_adds_only_describe_and_schedule_deletion_of_managed_keys() -> None:
+    """The erasure worker never creates or tags a key (the agent runtime does): it describes, uses and
+    schedules the deletion of keys carrying the managed tag, and never the wrapping key."""
+    statements = _statements("worker-policy-per-user-keys.json")
+    allowed = _allowed(statements)
+    for action, resources in BASE_GRANTS.items():
+        assert resources <= allowed[action], f"per-user-key policy lost {action}"
+    assert set(allowed) - set(BASE_GRANTS) == {"kms:ScheduleKeyDeletion", "kms:DescribeKey"}
+    assert "kms:CreateKey" not in allowed
+    assert "kms:TagResource" not in allowed
+    _broad_resources_are_tag_conditioned(statements)
+    assert "kms:ScheduleKeyDeletion" in _denied(statements), "the wrapping key must be protected from deletion"
+
+
+def test_runtime_per_user_key_policy_creates_and_uses_but_never_deletes() -> None:
+    statements = _statements("runtime-kms-per-user-keys.json")
+    allowed = _allowed(statements)
+    assert set(allowed) == {"kms:CreateKey", "kms:TagResource", "kms:GenerateDataKey", "kms:Decrypt", "kms:DescribeKey"}
+    _broad_resources_are_tag_conditioned(statements)
+    assert {"kms:ScheduleKeyDeletion", "kms:TagResource"} <= _denied(statements)
+
+
+# ----- the tags the code sends against the conditions of the policies that allow CreateKey ------------
+
+
+def _matches(operator: str, actual: str, expected: str) -> bool:
+    if operator == "StringEquals":
+        return actual == expected
+    if operator == "StringLike":
+        return re.fullmatch(".*".join(re.escape(p) for p in expected.split("*")), actual) is not None
+    raise AssertionError(f"condition operator {operator} is not understood by this test")
+
+
+def _condition_allows(condition: dict[str, dict[str, Any]], tags: dict[str, str]) -> bool:
+    """IAM condition evaluation for a request carrying ``tags`` (the keys this policy set uses only)."""
+    for operator, entries in condition.items():
+        quantifier, _, base = operator.rpartition(":")
+        for key, expected in entries.items():
+            options = _as_list(expected)
+            if key == "aws:TagKeys":
+                if quantifier != "ForAllValues":
+                    raise AssertionError(f"{operator} on aws:TagKeys is not understood by this test")
+                if not all(any(_matches(base, k, o) for o in options) for k in tags):
+                    return False
+            elif key.startswith("aws:RequestTag/"):
+                if quantifier:
+                    raise AssertionError(f"{operator} on {key} is not understood by this test")
+                actual = tags.get(key.removeprefix("aws:RequestTag/"))
+                if actual is None or not any(_matches(base, actual, o) for o in options):
+                    return False
+            else:
+                raise AssertionError(f"condition key {key} is not understood by this test")
+    return True
+
+
+def _tags_the_code_sends() -> dict[str, str]:
+    from stores.keys import DataKeyStore
+
+    class RecordingKms:
+        tags: list[dict[str, str]] = []
+
+        def create_key(self, **kwargs: Any) -> dict[str, Any]:
+            RecordingKms.tags = kwargs.get("Tags", [])
+            return {"KeyMetadata": {"KeyId": "k"}}
+
+    store = DataKeyStore(None, RecordingKms(), "wrapping", per_user_kms_keys=True)  # type: ignore[arg-type]
+    store._create_user_kms_key("sk_" + "0" * 40)
+    return {t["TagKey"]: t["TagValue"] for t in RecordingKms.tags}
+
+
+def test_the_tags_the_code_sends_are_allowed_wherever_create_key_is() -> None:
+    tags = _tags_the_code_sends()
+    assert tags, "the code sends no tag: the managed-tag conditions would refuse every CreateKey"
+    granting = 0
+    for path in sorted((DEPLOY / "iam").glob("*.json")):
+        for st in _statements(path.name):
+            actions = set(_as_list(st["Action"]))
+            if st["Effect"] != "Allow" or not actions & {"kms:CreateKey", "kms:TagResource"}:
+                continue
+            if "kms:CreateKey" in actions:
+                granting += 1
+            assert _condition_allows(st.get("Condition", {}), tags), f"{path.name} {st.get('Sid')} refuses {tags}"
+            assert not _condition_allows(st.get("Condition", {}), {**tags, "other": "x"}), (
+                f"{path.name} {st.get('Sid')} allows any tag"
+            )
+    assert granting == 1, "exactly one policy (the runtime's) may create per-user keys"
