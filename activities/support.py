@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,10 +15,11 @@ import structlog
 from botocore.exceptions import ClientError
 from psycopg_pool import PoolTimeout
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, TemporalError
 
 from stores.errors import InvalidIdentifier, RecordInvalid, RequestNotFound, UnknownSchema
 from stores.platform import Platform
+from stores.redaction import mask, sensitive
 from workflows import error_types
 
 log = structlog.get_logger("activities")
@@ -35,45 +38,71 @@ def non_retryable(message: str, type_: str) -> ApplicationError:
     return ApplicationError(message, type=type_, non_retryable=True)
 
 
+_held = threading.local()
+
+
+def keep_sensitive(*values: str) -> None:
+    """Register raw ids for masking until the current activity ends (its error is masked with them)."""
+    stack: contextlib.ExitStack | None = getattr(_held, "stack", None)
+    if stack is not None:
+        stack.enter_context(sensitive(*values))
+
+
 def translate_errors(fn: Callable[P, R]) -> Callable[P, R]:
-    """Map store errors no retry can fix to non-retryable ``ApplicationError``s with PII-free messages."""
+    """Map store errors to ``ApplicationError``s whose messages hold no raw id: known errors no retry can
+    fix become non-retryable; any other error keeps its type (retryable) with registered raw ids masked and
+    without its cause chain, so nothing personal reaches Temporal history or the SDK's failure log."""
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        info = activity.info()
-        log.info("activity_started", activity=info.activity_type, attempt=info.attempt, workflow=info.workflow_id)
-        if PAUSE_AFTER_BEAT:
-            time.sleep(PAUSE_AFTER_BEAT)  # crash drills: let a kill land between steps too
-        started = time.monotonic()
-        try:
-            result = fn(*args, **kwargs)
-            elapsed = time.monotonic() - started
-            log.info("activity_done", activity=info.activity_type, workflow=info.workflow_id, seconds=round(elapsed, 3))
-            activity.metric_meter().create_histogram_float(
-                "erasure_step_duration_ms", "time per saga step (activity), by step", "ms"
-            ).record(elapsed * 1000.0, {"step": info.activity_type})
-            return result
-        except InvalidIdentifier as exc:
-            raise non_retryable(str(exc), error_types.INVALID_IDENTIFIER) from None
-        except UnknownSchema as exc:
-            raise non_retryable(str(exc), error_types.UNKNOWN_SCHEMA) from None
-        except RequestNotFound as exc:
-            raise non_retryable(str(exc), error_types.REQUEST_NOT_FOUND) from None
-        except RecordInvalid as exc:
-            raise non_retryable(str(exc), error_types.RECORD_INVALID) from None
-        except PermissionError as exc:
-            raise non_retryable(str(exc), error_types.PERMISSION_DENIED) from None
-        except psycopg.errors.InsufficientPrivilege:
-            raise non_retryable("the database refused permission", error_types.PERMISSION_DENIED) from None
-        except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "")
-            if code in _DENIED:
-                raise non_retryable(f"the store refused permission ({code})", error_types.PERMISSION_DENIED) from None
-            raise ApplicationError(f"store error {code}", type="StoreTransient") from None
-        except (psycopg.OperationalError, PoolTimeout):
-            raise ApplicationError("database unavailable", type="DatabaseUnavailable") from None
+        with contextlib.ExitStack() as stack:
+            _held.stack = stack
+            try:
+                return _translated(fn, *args, **kwargs)
+            finally:
+                _held.stack = None
 
     return wrapper
+
+
+def _translated(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    info = activity.info()
+    log.info("activity_started", activity=info.activity_type, attempt=info.attempt, workflow=info.workflow_id)
+    if PAUSE_AFTER_BEAT:
+        time.sleep(PAUSE_AFTER_BEAT)  # crash drills: let a kill land between steps too
+    started = time.monotonic()
+    try:
+        result = fn(*args, **kwargs)
+        elapsed = time.monotonic() - started
+        log.info("activity_done", activity=info.activity_type, workflow=info.workflow_id, seconds=round(elapsed, 3))
+        activity.metric_meter().create_histogram_float(
+            "erasure_step_duration_ms", "time per saga step (activity), by step", "ms"
+        ).record(elapsed * 1000.0, {"step": info.activity_type})
+        return result
+    except InvalidIdentifier as exc:
+        raise non_retryable(mask(str(exc)), error_types.INVALID_IDENTIFIER) from None
+    except UnknownSchema as exc:
+        raise non_retryable(mask(str(exc)), error_types.UNKNOWN_SCHEMA) from None
+    except RequestNotFound as exc:
+        raise non_retryable(mask(str(exc)), error_types.REQUEST_NOT_FOUND) from None
+    except RecordInvalid as exc:
+        raise non_retryable(mask(str(exc)), error_types.RECORD_INVALID) from None
+    except PermissionError as exc:
+        raise non_retryable(mask(str(exc)), error_types.PERMISSION_DENIED) from None
+    except psycopg.errors.InsufficientPrivilege:
+        raise non_retryable("the database refused permission", error_types.PERMISSION_DENIED) from None
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        if code in _DENIED:
+            raise non_retryable(f"the store refused permission ({code})", error_types.PERMISSION_DENIED) from None
+        raise ApplicationError(f"store error {code}", type="StoreTransient") from None
+    except (psycopg.OperationalError, PoolTimeout):
+        raise ApplicationError("database unavailable", type="DatabaseUnavailable") from None
+    except TemporalError:  # ours (ApplicationError) or the SDK's (cancellation): PII-free already
+        raise
+    except Exception as exc:
+        log.warning("activity_error", activity=info.activity_type, error=type(exc).__name__)
+        raise ApplicationError(mask(f"{type(exc).__name__}: {exc}")[:500], type=type(exc).__name__) from None
 
 
 def count(name: str, description: str, value: int = 1, **labels: str) -> None:
@@ -115,6 +144,8 @@ class PlatformActivities:
         from stores.identity import subject_key as compute_key
 
         user_id = self.platform.requests.user_id(request_id)
+        if user_id is not None:
+            keep_sensitive(user_id)
         if user_id is None:
             raise non_retryable("the request's user id was already forgotten", error_types.USER_ID_FORGOTTEN)
         if compute_key(self.platform.config.subject_secret, app_name, user_id) != subject_key:

@@ -34,3 +34,10 @@ def current() -> list[str]:
     """Registered values, longest first (so a longer id is masked before its prefix)."""
     with _lock:
         return sorted(_values, key=len, reverse=True)
+
+
+def mask(text: str, replacement: str = "[redacted]") -> str:
+    """``text`` with every registered value replaced (longest first)."""
+    for needle in current():
+        text = text.replace(needle, replacement)
+    return text

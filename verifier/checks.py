@@ -22,11 +22,10 @@ from functools import cached_property
 
 from temporalio import activity
 
-from activities.support import PlatformActivities, beat, count, translate_errors
+from activities.support import PlatformActivities, beat, count, keep_sensitive, translate_errors
 from stores.errors import InvalidIdentifier
 from stores.identity import subject_key
 from stores.logs import line_of_user
-from stores.redaction import sensitive
 from stores.request_record import RequestRecord
 from stores.requests import FINAL_STATES
 from verifier.reads import Bound, VerifierReads
@@ -95,8 +94,8 @@ class VerifierActivities(PlatformActivities):
                 count("erasure_verification_failures", "failed verification checks", check=inp.check, phase=inp.phase)
                 return result
         ctx = CheckContext(inp, user_id, row.record, bound)
-        with sensitive(user_id or ""):
-            result = checks[inp.check](ctx)
+        keep_sensitive(user_id or "")  # masked in logs and in any error, until the check ends
+        result = checks[inp.check](ctx)
         if not result.passed:
             count("erasure_verification_failures", "failed verification checks", check=inp.check, phase=inp.phase)
         return result

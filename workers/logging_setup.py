@@ -57,26 +57,48 @@ def _stderr_logger(*_args: Any) -> structlog.PrintLogger:
     return structlog.PrintLogger(file=sys.stderr)
 
 
+class _CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """A handler on whatever ``sys.stderr`` is at emit time (test capture may replace it)."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        return
+
+
 def configure_logging(log_format: str = "auto", level: int = logging.INFO) -> None:
-    """Configure structlog and the stdlib root logger once per process."""
+    """Configure structlog, and route the standard library's loggers (Temporal SDK, botocore, psycopg)
+    through the same processors: their messages and tracebacks are masked like ours."""
     global _configured
     as_json = log_format == "json" or (log_format == "auto" and not sys.stderr.isatty())
     renderer: Any = structlog.processors.JSONRenderer() if as_json else structlog.dev.ConsoleRenderer()
+    shared: list[Any] = [
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.format_exc_info,  # the traceback becomes text before it is masked
+        refuse_raw_identifiers,
+    ]
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            refuse_raw_identifiers,
-            structlog.processors.format_exc_info,
-            renderer,
-        ],
+        processors=[structlog.contextvars.merge_contextvars, *shared, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=_stderr_logger,
         cache_logger_on_first_use=False,
     )
-    if not _configured:
-        logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s %(message)s")
+    handler = _CurrentStderr()
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[structlog.stdlib.add_logger_name, *shared],
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+        )
+    )
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, _CurrentStderr)]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
     _configured = True
 
 

@@ -33,3 +33,20 @@ def test_configured_logger_never_prints_the_raw_id(capsys: pytest.CaptureFixture
     line = json.loads(err.strip().splitlines()[-1])
     assert line["subject_key"] == "sk_abc"
     assert line["count"] == 3
+
+
+def test_standard_library_loggers_go_through_the_redaction_processor(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 12: the SDK, botocore and psycopg log through the standard library; those lines bypassed the
+    processor that masks raw ids (basicConfig printed them as they came)."""
+    import logging
+
+    configure_logging("json")
+    try:
+        raise ValueError("no such row for u-98765")
+    except ValueError:
+        with sensitive("u-98765"):
+            logging.getLogger("temporalio.activity").warning("activity failed for u-98765", exc_info=True)
+    err = capsys.readouterr().err
+    assert "activity failed for" in err
+    assert "no such row for" in err  # the traceback is there, masked
+    assert "u-98765" not in err
