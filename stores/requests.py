@@ -14,21 +14,16 @@ from datetime import datetime
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from stores.errors import CiphertextInvalid, RequestNotFound
+from stores.identity import derived_key
 from stores.request_record import LateSweepNote, RequestRecord
 
 ACTIVE_STATES = ("received", "running", "on_hold")
 FINAL_STATES = ("completed", "verification_failed", "failed", "refused")
-
-
-def derive_service_key(secret: bytes, purpose: str) -> bytes:
-    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=purpose.encode()).derive(secret)
 
 
 @dataclass(frozen=True)
@@ -83,7 +78,7 @@ _COLUMNS = (
 class RequestStore:
     def __init__(self, pool: ConnectionPool, service_secret: bytes) -> None:
         self._pool = pool
-        self._key = derive_service_key(service_secret, "erasure-request-store-v1")
+        self._key = derived_key(service_secret, "request-store")
 
     # ----- sealing --------------------------------------------------------------------------------
 
