@@ -149,6 +149,13 @@ class RequestActivities(PlatformActivities):
                     sessions=self.platform.ledger.sessions_of(inp.subject_key),
                 ),
             )
-        requests.merge_record(inp.request_id, ciphertext_sample_destroyed=True)
+        # needed only while the request ran (the final verification is done): destroyed, not just flagged
+        requests.merge_record(
+            inp.request_id,
+            ciphertext_sample=None,
+            ciphertext_sample_destroyed=True,
+            canaries=None,
+            canaries_destroyed=True,
+        )
         if requests.forget_user_id(inp.request_id) or inp.status == "failed":
             count("erasure_requests_finished", "erasure requests by final status", status=inp.status)

@@ -44,6 +44,8 @@ class RequestRecord:
     canaries: list[str] | None = None
     ciphertext_sample: CiphertextSample | None = None  # None also when the user had no memory row
     ciphertext_sample_destroyed: bool = False
+    # both captures are only needed while the request runs: finish_request destroys them (issue 12, item 13)
+    canaries_destroyed: bool = False
     sessions_at_start: int | None = None
     found_at_start: dict[str, int] | None = None
     # sessions step (and the second sweep): every session id tombstoned for the subject

@@ -2,11 +2,15 @@
 
 The raw user id is the one piece of personal data the orchestrator must hold to find the user's rows.
 It is kept only here, AES-256-GCM-sealed under a service key with the request id as associated data,
-and is deleted when the request completes (``forget_user_id``). Everything else is keys and counts.
+and is deleted when the request completes (``forget_user_id``). Free text staff type (a request's reason and
+requester, a hold's reason and actor) may name people too: it is sealed under the same key before it is
+stored (``seal_text``; the subject key or request id bound as associated data). Everything else is keys and
+counts.
 """
 
 from __future__ import annotations
 
+import base64
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -23,6 +27,8 @@ from stores.identity import derived_key
 from stores.request_record import LateSweepNote, RequestRecord
 
 ACTIVE_STATES = ("received", "running", "on_hold")
+_SEALED_TEXT = "sealed:v1:"
+_TEXT_AAD = b"free-text\x00"
 FINAL_STATES = ("completed", "verification_failed", "failed", "refused")
 
 
@@ -92,6 +98,28 @@ class RequestStore:
         except InvalidTag:
             raise CiphertextInvalid("sealed user id failed authentication") from None
 
+    def seal_text(self, context: str, text: str | None) -> str | None:
+        """Free text staff typed (a reason, a name) sealed for its text column: it may name people."""
+        if text is None:
+            return None
+        nonce = os.urandom(12)
+        sealed = AESGCM(self._key).encrypt(nonce, text.encode("utf-8"), _TEXT_AAD + context.encode())
+        return _SEALED_TEXT + base64.b64encode(nonce + sealed).decode()
+
+    def open_text(self, context: str, value: str | None) -> str | None:
+        """The clear text of a ``seal_text`` value (rows written before sealing are returned as they are)."""
+        if value is None or not value.startswith(_SEALED_TEXT):
+            return value
+        blob = base64.b64decode(value[len(_SEALED_TEXT) :])
+        try:
+            return AESGCM(self._key).decrypt(blob[:12], blob[12:], _TEXT_AAD + context.encode()).decode("utf-8")
+        except InvalidTag:
+            raise CiphertextInvalid("sealed text failed authentication") from None
+
+    def requested(self, row: ErasureRequestRow) -> tuple[str | None, str | None]:
+        """(reason, requested by) of a request, opened."""
+        return self.open_text(row.request_id, row.reason), self.open_text(row.request_id, row.requested_by)
+
     # ----- requests -------------------------------------------------------------------------------
 
     def create(
@@ -120,8 +148,8 @@ class RequestStore:
                     self._seal(request_id, user_id),
                     received_at,
                     due_at,
-                    requested_by,
-                    reason,
+                    self.seal_text(request_id, requested_by),
+                    self.seal_text(request_id, reason),
                 ),
             ).fetchone()
             if row is not None:
@@ -246,28 +274,30 @@ class RequestStore:
     # ----- legal holds ----------------------------------------------------------------------------
 
     def place_hold(self, subject_key: str, app_name: str, reason: str, actor: str | None) -> bool:
+        reason_sealed, actor_sealed = self.seal_text(subject_key, reason), self.seal_text(subject_key, actor)
         with self._pool.connection() as conn, conn.transaction():
             cur = conn.execute(
                 "INSERT INTO legal_holds (subject_key, app_name, reason, placed_by) VALUES (%s, %s, %s, %s) "
                 "ON CONFLICT (subject_key) DO NOTHING",
-                (subject_key, app_name, reason, actor),
+                (subject_key, app_name, reason_sealed, actor_sealed),
             )
             if cur.rowcount != 1:
                 return False
             conn.execute(
                 "INSERT INTO hold_events (subject_key, action, reason, actor) VALUES (%s, 'placed', %s, %s)",
-                (subject_key, reason, actor),
+                (subject_key, reason_sealed, actor_sealed),
             )
             return True
 
     def release_hold(self, subject_key: str, reason: str, actor: str | None) -> bool:
+        reason_sealed, actor_sealed = self.seal_text(subject_key, reason), self.seal_text(subject_key, actor)
         with self._pool.connection() as conn, conn.transaction():
             cur = conn.execute("DELETE FROM legal_holds WHERE subject_key = %s", (subject_key,))
             if cur.rowcount != 1:
                 return False
             conn.execute(
                 "INSERT INTO hold_events (subject_key, action, reason, actor) VALUES (%s, 'released', %s, %s)",
-                (subject_key, reason, actor),
+                (subject_key, reason_sealed, actor_sealed),
             )
             return True
 
@@ -277,7 +307,9 @@ class RequestStore:
                 "SELECT subject_key, reason, placed_by, placed_at FROM legal_holds WHERE subject_key = %s",
                 (subject_key,),
             ).fetchone()
-        return Hold(*row) if row else None
+        if row is None:
+            return None
+        return Hold(row[0], self.open_text(subject_key, row[1]) or "", self.open_text(subject_key, row[2]), row[3])
 
     def hold_history(self, subject_key: str, since: datetime | None = None) -> list[dict[str, Any]]:
         """Hold events from ``since`` on, starting with the hold that was in force at ``since`` if any."""
@@ -292,4 +324,12 @@ class RequestStore:
             start = len(before)
             if before and rows[before[-1]][0] == "placed":
                 start = before[-1]
-        return [{"action": r[0], "reason": r[1], "actor": r[2], "at": r[3].isoformat()} for r in rows[start:]]
+        return [
+            {
+                "action": r[0],
+                "reason": self.open_text(subject_key, r[1]),
+                "actor": self.open_text(subject_key, r[2]),
+                "at": r[3].isoformat(),
+            }
+            for r in rows[start:]
+        ]

@@ -131,16 +131,17 @@ class VerifierActivities(PlatformActivities):
 
     def check_memory(self, ctx: CheckContext) -> CheckResult:
         record, subject = ctx.record, ctx.inp.subject_key
+        destroyed = record.canaries is None and record.canaries_destroyed  # by finish_request, on purpose
         absent = [
             what
             for what, value in (
                 ("the sessions step's list of erased session ids", record.erased_sessions),
                 ("the memory step's record of erased rows", record.derived_removed),
-                ("the canary digests captured at the start", record.canaries),
+                ("the canary digests captured at the start", [] if destroyed else record.canaries),
             )
             if value is None
         ]
-        if absent or record.erased_sessions is None or record.canaries is None:
+        if absent or record.erased_sessions is None:
             return missing("memory", *absent)
         before = ctx.bound.erased_at if ctx.bound else None
         counts = {
@@ -148,9 +149,14 @@ class VerifierActivities(PlatformActivities):
             "rows_naming_erased": self.reads.rows_naming(
                 subject, self.reads.erased_memory_ids(subject), record.erased_sessions
             ),
-            "rows_matching_canaries": self.reads.rows_with_digests(record.canaries, before),
         }
-        return _result("memory", counts)
+        if record.canaries is not None:
+            counts["rows_matching_canaries"] = self.reads.rows_with_digests(record.canaries, before)
+        result = _result("memory", counts)
+        if destroyed:  # a re-verification after completion: said, never silently skipped
+            detail = result.detail + "; canary digests destroyed at completion, canary scan not run"
+            return CheckResult(result.check, result.passed, result.counts, detail)
+        return result
 
     def check_logs(self, ctx: CheckContext) -> CheckResult:
         inp, user_id = ctx.inp, ctx.user_id
@@ -196,7 +202,7 @@ class VerifierActivities(PlatformActivities):
             what
             for what, value in (
                 ("the keys step's shred time", record.keys_shredded_at),
-                ("the ciphertext sample capture at the start", record.canaries),
+                ("the ciphertext sample capture at the start", [] if record.canaries_destroyed else record.canaries),
             )
             if value is None
         ]
