@@ -8,7 +8,7 @@ import structlog
 from temporalio import activity
 
 from activities.support import PlatformActivities, count, translate_errors
-from stores.late_sweep import sweep_erased_subject
+from stores.late_sweep import MALFORMED_LOG_LINES, sweep_erased_subject
 from stores.request_record import LateSweepNote
 from workflows.contracts import SweepFinding, SweepPage, SweepPageInput, SweepSubjectInput
 
@@ -31,6 +31,9 @@ class LateSweepActivities(PlatformActivities):
         if entry is None:
             return SweepFinding(inp.request_id, "", {})
         counts = sweep_erased_subject(self.platform, entry)
+        malformed = counts.pop(MALFORMED_LOG_LINES, 0)  # others' bad lines, kept: reported, not a finding
+        if malformed:
+            log.warning("malformed_log_lines_kept", subject_key=entry.subject_key, lines=malformed)
         found = {k: v for k, v in counts.items() if v}
         if found:
             log.warning("late_writes_found", subject_key=entry.subject_key, request_id=entry.request_id, **found)
@@ -39,4 +42,4 @@ class LateSweepActivities(PlatformActivities):
             )
             for store, n in found.items():
                 count("erasure_late_writes_found", "late writes removed by sweeps", n, store=store, sweep="scheduled")
-        return SweepFinding(entry.request_id, entry.subject_key, counts)
+        return SweepFinding(entry.request_id, entry.subject_key, counts, malformed_lines=malformed)

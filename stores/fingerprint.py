@@ -13,7 +13,6 @@ from typing import Any
 
 from stores.artifacts import user_prefix
 from stores.identity import subject_key
-from stores.logs import line_of_user
 from stores.platform import Platform
 
 
@@ -58,9 +57,7 @@ def user_snapshot(platform: Platform, app: str, user: str) -> dict[str, Any]:
             )["Body"].read()
             objects.append((v["Key"], v["VersionId"], hashlib.sha256(body).hexdigest()))
         objects += [(m["Key"], m["VersionId"], "marker") for m in page.get("DeleteMarkers", [])]
-    log_lines = []
-    for segment, _n in log_index:
-        log_lines += [json.dumps(r, sort_keys=True) for r in platform.logs.read(segment) if line_of_user(r, app, user)]
+    log_lines = [json.dumps(r, sort_keys=True) for r in platform.logs.lines_of(sk, app, [s for s, _n in log_index])]
     return {
         "sessions": _digest(sessions),
         "events": _digest(events),

@@ -1,18 +1,28 @@
 """The platform's log archive: JSON lines in S3 segments, indexed by subject key at ship time.
 
 A segment is one object per (time window, shard). When it ships, ``log_subject_index`` records which
-subjects have lines in it, so a purge rewrites only the segments the index names. A purge removes every
-line of the user (by its ``user_id`` field, and any line whose free text names the raw identifier as a
-whole token), replaces the object, removes every older version of it, then drops the index row. Each
-segment is one resumable unit: a retry after a crash at any point finishes the job and changes nothing more.
+subjects have lines in it (with how many), so a purge rewrites only the segments the index names.
+
+Identity is structural, never free text. The shipper records in each line the subject keys of the users
+the line mentions (``"mentions"``: keyed hashes of (app, user), PII-free), so a line is a subject's iff its
+``app`` is the subject's app and either its ``user_id`` field hashes to the subject key (exact: the raw id,
+same app) or the subject key is among its recorded mention keys. A number or an address that merely
+appears in another user's text is never the user.
+
+A purge removes every line naming the subject and keeps every other line byte for byte, including lines
+that are not JSON, not UTF-8 or carry a ``user_id`` no identity could have: those are counted
+(``malformed``) and left alone, never retried on, never a reason to fail. The index row is decremented by
+the lines removed *before* the object is replaced and dropped only once it names no line left, so an
+index row outlives its lines only when the segment holds lines the purge could not identify (then the
+verifier reports it). Each segment is one resumable unit: a retry after a crash at any point finishes
+the job and changes nothing more.
 """
 
 from __future__ import annotations
 
+import enum
 import json
-import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,10 +30,24 @@ from typing import TYPE_CHECKING, Any
 
 from psycopg_pool import ConnectionPool
 
+from stores.errors import InvalidIdentifier
 from stores.identity import subject_key
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
+
+#: The field holding the subject keys of the users a line mentions (same app as the line).
+MENTIONS = "mentions"
+
+
+def hash_or_none(secret: bytes, app_name: str, user_id: object) -> str | None:
+    """The subject key of (app, user), or ``None`` for a value no identity could have (never raises)."""
+    if not isinstance(user_id, str):
+        return None
+    try:
+        return subject_key(secret, app_name, user_id)
+    except (InvalidIdentifier, UnicodeError, ValueError, TypeError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -33,43 +57,90 @@ class LogLine:
     user_id: str | None
     level: str
     msg: str
-    #: Users the line mentions in its free text (known to the logging code); indexed, not written.
+    #: Users the line mentions in its free text (known to the logging code): recorded as subject keys.
     mentioned: tuple[str, ...] = ()
 
-    def to_json(self) -> str:
-        return json.dumps(
-            {"ts": self.ts, "level": self.level, "app": self.app, "user_id": self.user_id, "msg": self.msg},
-            ensure_ascii=False,
-            separators=(",", ":"),
-        )
+    def mention_keys(self, secret: bytes) -> list[str]:
+        keys = {hash_or_none(secret, self.app, u) for u in self.mentioned}
+        return sorted(k for k in keys if k)
+
+    def to_json(self, secret: bytes) -> str:
+        record: dict[str, Any] = {
+            "ts": self.ts,
+            "level": self.level,
+            "app": self.app,
+            "user_id": self.user_id,
+            "msg": self.msg,
+        }
+        keys = self.mention_keys(secret)
+        if keys:
+            record[MENTIONS] = keys
+        return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 
 def segment_key(window_start: datetime, shard: int) -> str:
     return f"logs/{window_start:%Y/%m/%d/%H%M}-shard{shard:02d}.jsonl"
 
 
-#: Free-text matching only for identifiers at least this long and holding something other than
-#: letters and spaces (an e-mail address, a handle with a digit or a dot): a short id, or one made of plain
-#: words ("refund", "inhaler refill"), would match ordinary text in other users' lines and purge them.
-#: Lines carrying the id in their ``user_id`` field always match.
-MIN_MENTION_LENGTH = 5
+def split_lines(body: bytes) -> list[bytes]:
+    """The segment's lines with their line ends, so that joining them gives back ``body`` exactly."""
+    parts = body.split(b"\n")
+    lines = [p + b"\n" for p in parts[:-1]]
+    return [*lines, parts[-1]] if parts[-1] else lines
 
 
-def can_be_mentioned(raw_id: str) -> bool:
-    return len(raw_id) >= MIN_MENTION_LENGTH and any(not (c.isalpha() or c.isspace()) for c in raw_id)
+class Verdict(enum.Enum):
+    SUBJECT = "subject"  # names the subject: removed by a purge
+    OTHER = "other"  # someone else's (or nobody's) well-formed line, or a blank line
+    MALFORMED = "malformed"  # not the subject's as far as structure tells, and malformed: kept and counted
 
 
-def mentions(text: str, raw_id: str) -> bool:
-    """Whether ``raw_id`` appears in ``text`` as a whole token (``bob`` is not in ``bobby``)."""
-    if not can_be_mentioned(raw_id):
-        return False
-    return re.search(rf"(?<![\w@.+-]){re.escape(raw_id)}(?![\w@+-]|\.\w)", text) is not None
+class SubjectLines:
+    """Which lines of a segment name one subject (see the module docstring); never raises on bad data."""
+
+    def __init__(self, secret: bytes, app_name: str, subject: str) -> None:
+        self._secret = secret
+        self._app = app_name
+        self._subject = subject
+        self._seen: dict[str, str | None] = {}
+
+    def _key_of(self, user_id: str) -> str | None:
+        if user_id not in self._seen:
+            self._seen[user_id] = hash_or_none(self._secret, self._app, user_id)
+        return self._seen[user_id]
+
+    def record(self, record: object) -> Verdict:
+        if not isinstance(record, dict):
+            return Verdict.MALFORMED
+        app, user, mentions = record.get("app"), record.get("user_id"), record.get(MENTIONS, [])
+        bad = not isinstance(app, str) or not (user is None or isinstance(user, str))
+        if not isinstance(mentions, list):
+            mentions, bad = [], True
+        bad = bad or not all(isinstance(m, str) for m in mentions)
+        if app == self._app:
+            if self._subject in mentions:
+                return Verdict.SUBJECT
+            if isinstance(user, str):
+                key = self._key_of(user)
+                if key == self._subject:
+                    return Verdict.SUBJECT
+                bad = bad or key is None
+        return Verdict.MALFORMED if bad else Verdict.OTHER
+
+    def raw(self, line: bytes) -> Verdict:
+        if not line.strip():
+            return Verdict.OTHER
+        try:
+            return self.record(json.loads(line.decode("utf-8")))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            return Verdict.MALFORMED
 
 
-def line_of_user(record: dict[str, Any], app_name: str, user_id: str) -> bool:
-    if record.get("app") == app_name and record.get("user_id") == user_id:
-        return True
-    return mentions(str(record.get("msg", "")), user_id)
+@dataclass(frozen=True)
+class SegmentPurge:
+    removed: int = 0  # lines naming the subject, removed
+    malformed: int = 0  # others' malformed lines, kept byte for byte
+    unidentified: int = 0  # lines the index names that no line's structure identifies: the index row stays
 
 
 class LogArchive:
@@ -83,13 +154,13 @@ class LogArchive:
 
     def ship(self, lines: Sequence[LogLine], window_start: datetime, shard: int) -> str:
         key = segment_key(window_start, shard)
-        body = "".join(line.to_json() + "\n" for line in lines).encode("utf-8")
-        with self._segment_lock(key):
+        body = "".join(line.to_json(self._secret) + "\n" for line in lines).encode("utf-8")
+        with self.segment_lock(key):
             self._s3.put_object(Bucket=self._bucket, Key=key, Body=body, ContentType="application/x-ndjson")
         per_subject: dict[str, int] = {}
         for line in lines:
-            for user in {u for u in (line.user_id, *line.mentioned) if u}:
-                sk = subject_key(self._secret, line.app, user)
+            own = hash_or_none(self._secret, line.app, line.user_id)
+            for sk in {k for k in (own, *line.mention_keys(self._secret)) if k}:
                 per_subject[sk] = per_subject.get(sk, 0) + 1
         with self._pool.connection() as conn, conn.transaction():
             conn.execute(
@@ -117,53 +188,45 @@ class LogArchive:
             ).fetchall()
         return [r[0] for r in rows]
 
-    def read(self, key: str) -> list[dict[str, Any]]:
-        body = self._s3.get_object(Bucket=self._bucket, Key=key)["Body"].read().decode("utf-8")
-        return [json.loads(line) for line in body.splitlines() if line.strip()]
-
-    def read_if_exists(self, key: str) -> list[dict[str, Any]] | None:
+    def read_raw(self, key: str) -> bytes | None:
+        """The segment's bytes, or ``None`` when there is no such object."""
         try:
-            return self.read(key)
+            return self._s3.get_object(Bucket=self._bucket, Key=key)["Body"].read()
         except self._s3.exceptions.NoSuchKey:
             return None
 
-    def recent_segments(self, limit: int) -> list[str]:
-        with self._pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT segment_key FROM log_segments ORDER BY window_start DESC, segment_key LIMIT %s",
-                (limit,),
-            ).fetchall()
-        return [r[0] for r in rows]
+    def read(self, key: str) -> list[dict[str, Any]]:
+        """The segment's well-formed lines as records (malformed lines are left out)."""
+        records: list[dict[str, Any]] = []
+        for line in split_lines(self.read_raw(key) or b""):
+            try:
+                record = json.loads(line.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError, RecursionError):
+                continue
+            if isinstance(record, dict):
+                records.append(record)
+        return records
 
-    def count_user_lines(self, keys: Iterable[str], app_name: str, user_id: str, readers: int = 1) -> int:
-        def count(key: str) -> int:
-            return sum(1 for r in self.read_if_exists(key) or [] if line_of_user(r, app_name, user_id))
-
-        with ThreadPoolExecutor(max(1, readers), thread_name_prefix="log-readers") as pool:
-            return sum(pool.map(count, keys))
+    def lines_of(self, subject: str, app_name: str, keys: Iterable[str]) -> list[dict[str, Any]]:
+        """The records naming the subject in the given segments (fingerprints and tests)."""
+        lines = SubjectLines(self._secret, app_name, subject)
+        return [r for key in keys for r in self.read(key) if lines.record(r) is Verdict.SUBJECT]
 
     def old_versions(self, key: str) -> int:
         """Non-current versions and delete markers of one segment object.
 
         Read under the segment lock: another user's purge puts a new version before it drops the older
         ones, and a check between the two would count a version that is about to go."""
-        with self._segment_lock(key):
-            return self._old_versions(key)
-
-    def _old_versions(self, key: str) -> int:
-        listing = self._s3.list_object_versions(Bucket=self._bucket, Prefix=key)
+        with self.segment_lock(key):
+            listing = self._s3.list_object_versions(Bucket=self._bucket, Prefix=key)
         versions = [v for v in listing.get("Versions", []) if v["Key"] == key and not v.get("IsLatest")]
         markers = [m for m in listing.get("DeleteMarkers", []) if m["Key"] == key]
         return len(versions) + len(markers)
 
     # ----- purge ----------------------------------------------------------------------------------
 
-    def purge_segment(self, key: str, app_name: str, user_id: str, subject: str) -> int:
-        """Remove the user's lines from one segment; returns lines removed (0 on a repeat)."""
-        return self.purge_matching(key, subject, lambda r: line_of_user(r, app_name, user_id))
-
     @contextmanager
-    def _segment_lock(self, key: str) -> Iterator[None]:
+    def segment_lock(self, key: str) -> Iterator[None]:
         """Serialise read-modify-write of one segment across processes: two erasures purging the same
         segment at once would otherwise each write back the other's lines (a lost update)."""
         with self._pool.connection() as conn:
@@ -173,30 +236,52 @@ class LogArchive:
             finally:
                 conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 7))", (key,))
 
-    def purge_matching(self, key: str, subject: str, doomed: Callable[[dict[str, Any]], bool]) -> int:
-        """Remove the lines ``doomed`` selects, replace the object, drop old versions and the index row."""
-        with self._segment_lock(key):
-            return self._purge_locked(key, subject, doomed)
+    def purge_segment(self, key: str, app_name: str, user_id: str, subject: str) -> int:
+        """Remove the subject's lines from one segment; returns lines removed (0 on a repeat).
 
-    def _purge_locked(self, key: str, subject: str, doomed: Callable[[dict[str, Any]], bool]) -> int:
-        records = self.read_if_exists(key)
-        if records is None:
-            records = []
-        kept = [r for r in records if not doomed(r)]
-        removed = len(records) - len(kept)
+        ``user_id`` is not used for matching (identity is the subject key); kept for callers' symmetry."""
+        return self.purge_subject(key, app_name, subject).removed
+
+    def purge_subject(self, key: str, app_name: str, subject: str) -> SegmentPurge:
+        """Remove every line naming the subject from one segment; everything else stays byte for byte."""
+        with self.segment_lock(key):
+            return self._purge_locked(key, SubjectLines(self._secret, app_name, subject), subject)
+
+    def _purge_locked(self, key: str, matcher: SubjectLines, subject: str) -> SegmentPurge:
+        lines = split_lines(self.read_raw(key) or b"")
+        verdicts = [matcher.raw(line) for line in lines]
+        kept = [line for line, v in zip(lines, verdicts, strict=True) if v is not Verdict.SUBJECT]
+        removed = len(lines) - len(kept)
+        malformed = sum(1 for v in verdicts if v is Verdict.MALFORMED)
+        with self._pool.connection() as conn, conn.transaction():
+            # before the object changes: a retry after the put finds nothing more to remove, and the row
+            # is dropped below once it names no line left (a retry before the put subtracts again: <= 0)
+            conn.execute(
+                "UPDATE log_subject_index SET line_count = line_count - %s WHERE subject_key = %s AND segment_key = %s",
+                (removed, subject, key),
+            )
         current_version: str | None = None
         if removed:
-            body = "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in kept)
             put = self._s3.put_object(
-                Bucket=self._bucket, Key=key, Body=body.encode("utf-8"), ContentType="application/x-ndjson"
+                Bucket=self._bucket, Key=key, Body=b"".join(kept), ContentType="application/x-ndjson"
             )
             current_version = put.get("VersionId")
         self._drop_old_versions(key, current_version)
         with self._pool.connection() as conn, conn.transaction():
-            conn.execute("DELETE FROM log_subject_index WHERE subject_key = %s AND segment_key = %s", (subject, key))
+            conn.execute(
+                "DELETE FROM log_subject_index WHERE subject_key = %s AND segment_key = %s AND line_count <= 0",
+                (subject, key),
+            )
+            left = conn.execute(
+                "SELECT line_count FROM log_subject_index WHERE subject_key = %s AND segment_key = %s",
+                (subject, key),
+            ).fetchone()
             if removed:
-                conn.execute("UPDATE log_segments SET line_count = %s WHERE segment_key = %s", (len(kept), key))
-        return removed
+                conn.execute(
+                    "UPDATE log_segments SET line_count = %s WHERE segment_key = %s",
+                    (sum(1 for line in kept if line.strip()), key),
+                )
+        return SegmentPurge(removed, malformed, int(left[0]) if left else 0)
 
     def _drop_old_versions(self, key: str, keep_version: str | None) -> None:
         listing = self._s3.list_object_versions(Bucket=self._bucket, Prefix=key)
@@ -218,19 +303,7 @@ class LogArchive:
                 Delete={"Objects": doomed[start : start + 1000], "Quiet": True},  # type: ignore[typeddict-item]
             )
 
-    def purge_user(
-        self,
-        app_name: str,
-        user_id: str,
-        subject: str,
-        skip: int = 0,
-        on_segment: Callable[[int, int], None] | None = None,
-    ) -> tuple[int, int]:
-        """Purge every indexed segment, resuming after ``skip`` done; returns (segments, lines)."""
+    def purge_user(self, app_name: str, user_id: str, subject: str) -> tuple[int, int]:
+        """Purge every indexed segment; returns (segments, lines removed)."""
         keys = self.segments_of(subject)
-        lines = 0
-        for n, key in enumerate(keys):
-            lines += self.purge_segment(key, app_name, user_id, subject)
-            if on_segment:
-                on_segment(skip + n + 1, lines)
-        return len(keys), lines
+        return len(keys), sum(self.purge_segment(key, app_name, user_id, subject) for key in keys)

@@ -2,8 +2,8 @@
 
 Checks bypass the write fence (which would make them pass vacuously). While the request still holds
 the raw user id, checks use it; after completion (re-verification) they run in subject-key mode:
-everything is found through the subject key, the session tombstones and the recorded references, and
-only the free-text log scan for the raw id, which needs the id itself, is reported as not run.
+everything is found through the subject key, the session tombstones and the recorded references (log
+lines are matched structurally, by subject key, in both modes: no free-text scan).
 
 Fail closed: a check whose recorded input is missing (the step that records it never did) fails with
 "input missing: ...", never passes having checked nothing. Each check's read path is its own
@@ -25,9 +25,9 @@ from temporalio import activity
 from activities.support import PlatformActivities, beat, count, keep_sensitive, translate_errors
 from stores.errors import InvalidIdentifier
 from stores.identity import subject_key
-from stores.logs import line_of_user
 from stores.request_record import RequestRecord
 from stores.requests import FINAL_STATES
+from verifier.log_reads import LogReads, SegmentScan, SubjectLineRule
 from verifier.reads import Bound, VerifierReads
 from workflows.contracts import CheckInput, CheckResult
 
@@ -159,42 +159,47 @@ class VerifierActivities(PlatformActivities):
         return result
 
     def check_logs(self, ctx: CheckContext) -> CheckResult:
-        inp, user_id = ctx.inp, ctx.user_id
+        """Structural identity only (``verifier.log_reads``): the subject's index rows, its lines in the
+        segments the logs step named and in the most recent segments; others' malformed lines are counted
+        and reported, never a failure. On a completed request, only segments dated before the erasure."""
+        inp = ctx.inp
         if ctx.record.purged_segments is None:
             return missing("logs", "the logs step's list of purged segments")
-        archive = self.platform.logs
-        belongs = self._belongs(inp.app_name, inp.subject_key)
-        named = list(ctx.record.purged_segments)
+        platform = self.platform
+        reads = LogReads(platform.pool, platform.s3, platform.config.log_bucket, platform.logs.segment_lock)
+        rule = SubjectLineRule(platform.config.subject_secret, inp.app_name, inp.subject_key)
+        before = ctx.bound.erased_at if ctx.bound else None
+        named = sorted(set(ctx.record.purged_segments))
+        sample = [k for k in reads.recent_segments(RECENT_LOG_SAMPLE, before) if k not in set(named)]
 
-        def inspect(key: str) -> tuple[int, int]:
-            """(the subject's lines, old versions) of one named segment; (0, 0) once it is gone."""
-            records = archive.read_if_exists(key)
-            if records is None:
-                return 0, 0
-            found = 0
-            for r in records:
-                by_field = r.get("app") == inp.app_name and isinstance(r.get("user_id"), str) and belongs(r["user_id"])
-                if by_field or (user_id is not None and line_of_user(r, inp.app_name, user_id)):
-                    found += 1
-            return found, archive.old_versions(key)
+        def inspect(key: str) -> tuple[SegmentScan, int]:
+            """(scan, old versions) of one segment; nothing once it is gone. Old versions of named ones."""
+            body = reads.body(key)
+            if body is None:
+                return SegmentScan(), 0
+            return rule.scan(body), reads.old_versions(key) if key in named else 0
 
-        lines = old_versions = 0
+        named_lines = sample_lines = old_versions = malformed = 0
         with ThreadPoolExecutor(LOG_READERS, thread_name_prefix="verify-logs") as readers:
-            for n, (found, old) in enumerate(readers.map(inspect, named)):  # results in order, beats here
-                lines += found
+            for n, (scan, old) in enumerate(readers.map(inspect, named + sample)):  # in order; beats here
+                if n < len(named):
+                    named_lines += scan.subject_lines
+                else:
+                    sample_lines += scan.subject_lines
                 old_versions += old
+                malformed += scan.malformed_lines
                 beat(segments_checked=n + 1)
-        counts = {
-            "index_entries": len(archive.segments_of(inp.subject_key)),
-            "lines_in_named_segments": lines,
-            "old_segment_versions": old_versions,
-        }
-        if user_id is not None:
-            sample = archive.recent_segments(RECENT_LOG_SAMPLE)
-            counts["lines_in_recent_sample"] = archive.count_user_lines(sample, inp.app_name, user_id, LOG_READERS)
-            return _result("logs", counts)
-        result = _result("logs", counts)
-        return CheckResult(result.check, result.passed, result.counts, result.detail + "; raw-id sample scan not run")
+        result = _result(
+            "logs",
+            {
+                "index_entries": reads.index_entries(inp.subject_key, before),
+                "lines_in_named_segments": named_lines,
+                "old_segment_versions": old_versions,
+                "lines_in_recent_sample": sample_lines,
+            },
+        )
+        detail = result.detail + (f"; {malformed} malformed lines of others kept as they were" if malformed else "")
+        return CheckResult(result.check, result.passed, {**result.counts, "malformed_lines": malformed}, detail)
 
     def check_keys(self, ctx: CheckContext) -> CheckResult:
         record, subject = ctx.record, ctx.inp.subject_key

@@ -184,6 +184,8 @@ class SweepInput:
     findings_so_far: int = 0
     subjects_so_far: int = 0
     pages_per_run: int = 10
+    failed_so_far: int = 0  # subjects whose sweep failed, in earlier runs of this chain
+    malformed_so_far: int = 0
 
 
 @dataclass(frozen=True)
@@ -209,6 +211,8 @@ class SweepFinding:
     request_id: str
     subject_key: str
     counts: dict[str, int] = field(default_factory=dict)
+    #: others' malformed log lines seen and kept (reported, not a finding)
+    malformed_lines: int = 0
 
     @property
     def total(self) -> int:
@@ -220,3 +224,8 @@ class SweepResult:
     subjects: int = 0
     findings: int = 0
     subjects_with_findings: list[str] = field(default_factory=list)
+    #: subjects whose sweep failed after its retries (the run went on to the next ones), and the request ids
+    #: (PII-free) of this run's first hundred of them
+    failed: int = 0
+    failed_requests: list[str] = field(default_factory=list)
+    malformed_lines: int = 0  # others' malformed log lines seen and kept, over every subject

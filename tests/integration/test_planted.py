@@ -18,7 +18,7 @@ from psycopg import Connection
 
 from stores.artifacts import ArtifactEraser
 from stores.keys import DataKeyStore
-from stores.logs import LogArchive
+from stores.logs import LogArchive, SegmentPurge
 from stores.memory import MemoryEraser
 from stores.platform import Platform
 from stores.seeder import user_ids
@@ -64,10 +64,10 @@ class IgnoresProvenance(MemoryEraser):
 
 
 class SkipsFirstSegment(LogArchive):
-    def purge_segment(self, key: str, app_name: str, user_id: str, subject: str) -> int:
+    def purge_subject(self, key: str, app_name: str, subject: str) -> SegmentPurge:
         if key == min(self.segments_of(subject), default=None):
-            return 0
-        return super().purge_segment(key, app_name, user_id, subject)
+            return SegmentPurge()
+        return super().purge_subject(key, app_name, subject)
 
 
 class LeavesWrappedKey(DataKeyStore):
