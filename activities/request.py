@@ -149,6 +149,8 @@ class RequestActivities(PlatformActivities):
                     sessions=self.platform.ledger.sessions_of(inp.subject_key),
                 ),
             )
+        if inp.status == "failed" and inp.failed_step:  # what a failure left behind, for `erasure status`
+            requests.merge_record(inp.request_id, failed_step=inp.failed_step, fence_after_failure=inp.fence or None)
         # needed only while the request ran (the final verification is done): destroyed, not just flagged
         requests.merge_record(
             inp.request_id,

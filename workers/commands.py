@@ -145,6 +145,15 @@ def _status(args: argparse.Namespace, settings: Settings) -> int:
         if found is not None and not any(found.values()):
             print("  NOTHING FOUND: no store held data for this subject when the request began (is the id")
             print("  spelt exactly as stored? --user-hex gives it byte for byte); counts of 0 are not an erasure")
+        if row.state == "failed" and row.record.failed_step:
+            fence = {
+                "lifted": "user fence lifted: the user's agent stores new data again; file a new request to "
+                "erase what is left",
+                "kept": "user fence KEPT (lifting it failed too): the user's agent refuses new data until "
+                "a new request completes",
+                "not_placed": "the user fence was never placed",
+            }.get(row.record.fence_after_failure or "", "user fence state unknown")
+            print(f"  failed at step {row.record.failed_step}; {fence}")
         current = await progress(client, args.request_id)
         if current is not None:
             print("\n".join(render(current)[1:]))
@@ -170,8 +179,14 @@ def _list(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _hold(args: argparse.Namespace, settings: Settings, place: bool) -> int:
-    from workers.service import signal_hold_change, validate_request
+    """Record the hold change in the hold store (what every saga reads), then tell the running request.
+
+    The store is the authority: a running saga reads it right before every destructive step, so a hold
+    placed here is honoured even when the signal cannot be delivered. The output says which happened.
+    """
+    from workers.service import HoldNotDelivered, signal_hold_change, validate_request
     from workers.temporal_client import connect
+    from workflows.erasure import HOLD_RECHECK_MAX
 
     async def main() -> int:
         with _platform(settings) as platform:
@@ -180,13 +195,35 @@ def _hold(args: argparse.Namespace, settings: Settings, place: bool) -> int:
                 changed = platform.requests.place_hold(subject, args.app, args.reason, args.by)
             else:
                 changed = platform.requests.release_hold(subject, args.reason, args.by)
-            client = await connect(settings)
-            request_id = await signal_hold_change(client, platform, subject)
+            active = platform.requests.active_for(subject)
+            request_id, undelivered = None, ""
+            try:
+                client = await connect(settings)
+                request_id = await signal_hold_change(client, platform, subject)
+            except HoldNotDelivered as exc:
+                undelivered = exc.why
+            except RuntimeError:  # Client.connect: the frontend cannot be reached
+                if active is not None:
+                    undelivered = f"Temporal at {settings.temporal_target} cannot be reached"
         what = "placed" if place else "released"
         if not changed:
             print(f"no change: a hold was {'already placed' if place else 'not in place'} for {subject}")
             return 1
-        print(f"hold {what} for {subject}" + (f"; request {request_id} notified" if request_id else ""))
+        print(f"hold {what} for {subject} (recorded in the hold store)")
+        if active is None:
+            print(
+                "  no erasure request is running for this subject"
+                + ("; a new one waits for the release" if place else "")
+            )
+        elif request_id:
+            print(f"  request {request_id} notified")
+        else:
+            print(f"  request {active.request_id} was NOT notified: {undelivered}")
+        if active is not None and place:
+            print("  the request reads the hold store before its next destructive step and stops there")
+        elif active is not None and not request_id:
+            hours = int(HOLD_RECHECK_MAX.total_seconds() // 3600)
+            print(f"  it resumes at its next re-check of the hold store (within {hours} hours), or run this again")
         return 0
 
     return asyncio.run(main())

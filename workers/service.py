@@ -145,15 +145,32 @@ async def progress(client: Client, request_id: str) -> Progress | None:
     return result if isinstance(result, Progress) else None
 
 
+class HoldNotDelivered(ErasureCliError):
+    """A hold change is recorded in the hold store, but the running request could not be told about it.
+
+    The saga reads the hold store before every destructive step, so a placed hold is honoured anyway; a
+    release is noticed at the next periodic re-check (at most ``HOLD_RECHECK_MAX`` later) or a later signal.
+    """
+
+    def __init__(self, request_id: str, why: str) -> None:
+        super().__init__(f"request {request_id} was not notified ({why})")
+        self.request_id = request_id
+        self.why = why
+
+
 async def signal_hold_change(client: Client, platform: Platform, subject: str) -> str | None:
+    """Tell the subject's running request (if any) that its hold changed; its request id, or ``None``.
+
+    Raises ``HoldNotDelivered`` when the signal could not be delivered: never reports a silent success.
+    """
     active = platform.requests.active_for(subject)
     if active is None:
         return None
     handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(workflow_id(active.request_id))
     try:
         await handle.signal("hold_changed")
-    except RPCError:
-        return None
+    except RPCError as exc:
+        raise HoldNotDelivered(active.request_id, f"Temporal refused the signal: {exc.status.name}") from None
     return active.request_id
 
 

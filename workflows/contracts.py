@@ -52,6 +52,8 @@ class ErasureInput:
     received_at: str  # ISO 8601, UTC
     due_at: str
     ingestion_delay_seconds: int = 3600
+    #: set when a run continues as new (while on hold): what the earlier runs did, so this one resumes there
+    resume: SagaProgress | None = None
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,8 @@ class FinishInput:
     app_name: str
     status: str  # completed | verification_failed | failed
     completed_at: str
+    failed_step: str = ""  # status failed: the step that failed
+    fence: str = ""  # status failed: "lifted", "kept" (lifting failed too) or "not_placed"
 
 
 @dataclass(frozen=True)
@@ -171,6 +175,17 @@ class ErasureResult:
     steps: list[StepProgress] = field(default_factory=list)
     verified: bool = False
     receipt_sha256: str = ""
+
+
+@dataclass(frozen=True)
+class SagaProgress:
+    """What a saga run hands the next when it continues as new (PII-free: steps, counts, check results)."""
+
+    steps: list[StepProgress] = field(default_factory=list)
+    verifications: list[VerifyResult] = field(default_factory=list)
+    on_hold: bool = False
+    hold_rechecks: int = 0  # re-checks so far in the current hold (the back-off continues from there)
+    runs: int = 1  # runs so far, this one excluded
 
 
 # ----- scheduled sweeps ---------------------------------------------------------------------------

@@ -1,17 +1,27 @@
 """``ErasureWorkflow``: the ordered, idempotent erasure saga for one subject.
 
 fence → (artifacts ‖ logs ‖ sessions → memory) → keys → verify (main pass) → durable timer (ingestion
-delay) → second sweep → lift the user fence → verify (final) → finish → receipt.
+delay) → second sweep → verify (final) → finish (the erasure time recorded) → lift the user fence → receipt.
 
 Only the order that matters is kept: the fence before any deletion; memory after sessions (it follows
 provenance through the session tombstones the sessions step writes); keys after every store (a shredded
-key must not be needed by a step still running); the sweep after the delay. Artifacts (one prefix per
-subject key, no session ids needed) and logs (the subject index) depend on nothing else and run alongside.
-With no ingestion delay the main-pass verification is skipped: the sweep and the final verification
-follow at once and the final pass checks every store.
+key must not be needed by a step still running); the sweep after the delay; the fence lifted only once the
+final verification has passed judgement and the erasure time is recorded, so a returning user's first
+writes are neither checked against this request nor swept as leftovers. Artifacts (one prefix per subject
+key, no session ids needed) and logs (the subject index) depend on nothing else and run alongside. With no
+ingestion delay the main-pass verification is skipped: the sweep and the final verification follow at once
+and the final pass checks every store.
 
-A legal hold makes the saga wait before its next destructive step. Every payload carries only the request
-id, the subject key and the app name; activities look the raw user id up in the request store.
+A legal hold wins whatever happened to its signal: the hold store is read right before every destructive
+step (one read covers the steps started side by side in the same workflow task). While on hold the saga
+re-reads it with a back-off (10 minutes growing to 6 hours; a ``hold_changed`` signal wakes it at once) and
+continues as new after a bounded number of re-checks, carrying its progress, so a hold of any length keeps
+each run's history small. A failed saga lifts the user fence (the user's agent would otherwise silently stop
+remembering) and records the failed step and the fence's fate with the request. Histories recorded before
+these rules replay on the old path (``workflow.patched``).
+
+Every payload carries only the request id, the subject key and the app name; activities look the raw user
+id up in the request store.
 """
 
 from __future__ import annotations
@@ -40,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
         Progress,
         ReceiptInput,
         ReceiptRef,
+        SagaProgress,
         StateChange,
         StepInput,
         StepProgress,
@@ -91,9 +102,24 @@ STEP_ACTIVITY = {
     "lift_fence": Activities.LIFT_FENCE,
 }
 HOLD_RECHECK = timedelta(minutes=10)
+HOLD_RECHECK_MAX = timedelta(hours=6)
+HOLD_RECHECKS_PER_RUN = 50  # then continue as new: each re-check adds about a dozen history events
 HOLD_GATE_ON_SIGNAL = "hold-gate-on-signal-v1"
 PARALLEL_DELETION = "parallel-deletion-v1"
+#: hold store read before every destructive step, continue-as-new while on hold, the fence lifted after the
+#: erasure is recorded, and lifted after a failure too
+HOLDS_AND_LIFECYCLE = "holds-and-lifecycle-v1"
 SEQUENTIAL_STEPS = ("fence", "artifacts", "sessions", "memory", "logs", "keys")
+SIDE_BY_SIDE = (("artifacts",), ("sessions", "memory"), ("logs",))
+
+
+def hold_recheck_interval(rechecks: int) -> timedelta:
+    """How long to wait before re-reading the hold store, after ``rechecks`` re-checks in this hold."""
+    return min(HOLD_RECHECK * (1 << min(rechecks, 16)), HOLD_RECHECK_MAX)
+
+
+class _PauseForContinueAsNew(Exception):
+    """Internal: the saga has waited on a hold long enough in this run; continue as new (never escapes run)."""
 
 
 @workflow.defn(name="ErasureWorkflow")
@@ -108,6 +134,10 @@ class ErasureWorkflow:
         self._hold_signals_seen = 0
         self._hold_checked = False
         self._on_hold = False
+        self._hold_rechecks = 0  # re-checks in the current hold, across runs
+        self._rechecks_this_run = 0
+        self._stop_waiting = False  # a branch failed, or this run is about to continue as new
+        self._runs = 1
 
     # ----- queries and signals --------------------------------------------------------------------
 
@@ -176,6 +206,41 @@ class ErasureWorkflow:
                 await self._record_state(step.request_id, "on_hold")
             await self._wait_for_hold_signal(seen)
 
+    async def _read_hold(self, step: StepInput) -> None:
+        """Read the hold store now and wait while a hold exists (the rule since ``HOLDS_AND_LIFECYCLE``).
+
+        Raises ``_PauseForContinueAsNew`` after ``HOLD_RECHECKS_PER_RUN`` re-checks in this run (or when the
+        server suggests it), and at once when another branch failed or already decided to pause.
+        """
+        while True:
+            if self._stop_waiting:
+                raise _PauseForContinueAsNew()
+            seen = self._hold_signals
+            status = await call(Activities.HOLD_ACTIVE, step, HoldStatus)
+            if not status.on_hold:
+                if self._on_hold:
+                    self._on_hold = False
+                    self._hold_rechecks = 0
+                    self._set_status("running")
+                    await self._record_state(step.request_id, "running")
+                return
+            if not self._on_hold:
+                self._on_hold = True
+                self._set_status("on_hold")
+                await self._record_state(step.request_id, "on_hold")
+            if self._rechecks_this_run >= HOLD_RECHECKS_PER_RUN or workflow.info().is_continue_as_new_suggested():
+                self._stop_waiting = True
+                raise _PauseForContinueAsNew()
+            interval = hold_recheck_interval(self._hold_rechecks)
+            self._hold_rechecks += 1
+            self._rechecks_this_run += 1
+            await self._wait_for_hold_change(seen, interval)
+
+    async def _wait_for_hold_change(self, seen: int, interval: timedelta) -> None:
+        """Until a hold signal arrives, a branch fails or pauses, or the re-check is due."""
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(lambda: self._hold_signals > seen or self._stop_waiting, timeout=interval)
+
     async def _wait_for_hold_signal(self, seen: int) -> None:
         """Until a hold signal arrives, or the periodic re-check is due."""
         with contextlib.suppress(TimeoutError):
@@ -188,9 +253,48 @@ class ErasureWorkflow:
             result = await call(STEP_ACTIVITY[name], step, StepResult, batched=name in BATCHED_STEPS)
         except ActivityError:
             self._mark(name, "failed")
+            self._stop_waiting = True  # a branch waiting on a hold stops waiting: the failure decides
             raise
         self._mark(name, "done", result.counts)
         return result
+
+    def _done(self, name: str) -> bool:
+        return self._steps[name].state in ("done", "skipped")
+
+    async def _gated_chain(self, step: StepInput, names: tuple[str, ...], *, read_first: bool = True) -> None:
+        """Run the steps not done yet, one after another, reading the hold store right before each.
+
+        ``read_first=False``: the caller read it right before this chain's first step.
+        """
+        first = True
+        for name in names:
+            if self._done(name):
+                continue
+            if read_first or not first:
+                await self._read_hold(step)
+            first = False
+            await self._run_step(name, step)
+
+    async def _delete_everything_v2(self, step: StepInput) -> None:
+        """Fence, then the independent stores side by side, then keys; the hold store read before each.
+
+        One read covers the branches' first steps (started in the workflow task that sees its result);
+        memory reads it again after sessions, and keys after every branch. Every branch runs to its end
+        (or to its hold gate) before a failure, which wins, or a pause is raised.
+        """
+        await self._gated_chain(step, ("fence",))
+        if not all(self._done(n) for branch in SIDE_BY_SIDE for n in branch):
+            await self._read_hold(step)
+        outcomes = await asyncio.gather(
+            *(self._gated_chain(step, branch, read_first=False) for branch in SIDE_BY_SIDE),
+            return_exceptions=True,
+        )
+        failures = [o for o in outcomes if isinstance(o, BaseException) and not isinstance(o, _PauseForContinueAsNew)]
+        if failures:
+            raise failures[0]
+        if any(isinstance(o, _PauseForContinueAsNew) for o in outcomes):
+            raise _PauseForContinueAsNew()
+        await self._gated_chain(step, ("keys",))
 
     async def _run_chain(self, step: StepInput, *names: str) -> None:
         for name in names:
@@ -249,6 +353,140 @@ class ErasureWorkflow:
         self._due_at = inp.due_at
         workflow.upsert_search_attributes([ERASURE_DUE_DATE.value_set(datetime.fromisoformat(inp.due_at))])
         step = StepInput(inp.request_id, inp.subject_key, inp.app_name)
+        if inp.resume is not None or workflow.patched(HOLDS_AND_LIFECYCLE):
+            return await self._run_v2(inp, step)
+        return await self._run_v1(inp, step)
+
+    async def _run_v2(self, inp: ErasureInput, step: StepInput) -> ErasureResult:
+        """The saga since ``HOLDS_AND_LIFECYCLE`` (see the module docstring); resumes a continued run."""
+        verifications: list[VerifyResult] = []
+        if inp.resume is not None:
+            self._restore(inp.resume, verifications)
+        try:
+            if inp.resume is None:
+                await call(Activities.BEGIN, step, BeginResult)
+            self._set_status("on_hold" if self._on_hold else "running", self._resume_stage())
+            await self._delete_everything_v2(step)
+            if not self._done("verify_main"):
+                await self._verify_main(inp, True, verifications)
+            if not self._done("wait"):
+                self._wait_step(inp)
+                if inp.ingestion_delay_seconds > 0:
+                    await workflow.sleep(timedelta(seconds=inp.ingestion_delay_seconds))
+                    self._mark("wait", "done", {"seconds": inp.ingestion_delay_seconds})
+            await self._gated_chain(step, ("sweep",))
+            self._set_status("running", "verify_final")
+            final = await self._verify(inp, "final")
+            verifications.append(final)
+            status = "completed" if final.passed else "verification_failed"
+        except _PauseForContinueAsNew:
+            pass  # continue as new below, outside the handler
+        except (ActivityError, ChildWorkflowError) as err:
+            await self._fail(inp, step)
+            raise ApplicationError(
+                "erasure failed; see the failed step in the progress query", type="ErasureFailed"
+            ) from err
+        else:
+            receipt = await self._complete(inp, step, status, verifications)
+            return self._result(inp, status, receipt)
+        workflow.continue_as_new(
+            replace(
+                inp,
+                resume=SagaProgress(
+                    steps=list(self._steps.values()),
+                    verifications=verifications,
+                    on_hold=self._on_hold,
+                    hold_rechecks=self._hold_rechecks,
+                    runs=self._runs,
+                ),
+            )
+        )
+
+    def _restore(self, resume: SagaProgress, verifications: list[VerifyResult]) -> None:
+        for progress in resume.steps:
+            if progress.name in self._steps:
+                self._steps[progress.name] = progress
+        verifications.extend(resume.verifications)
+        self._on_hold = resume.on_hold
+        self._hold_rechecks = resume.hold_rechecks
+        self._runs = resume.runs + 1
+
+    def _resume_stage(self) -> str:
+        return next((name for name in STEPS if not self._done(name)), "fence")
+
+    def _wait_step(self, inp: ErasureInput) -> None:
+        if inp.ingestion_delay_seconds > 0:
+            self._mark("wait", "running")
+            self._set_status("running", "wait")
+        else:
+            self._mark("wait", "skipped")
+
+    def _result(self, inp: ErasureInput, status: str, receipt: ReceiptRef | None) -> ErasureResult:
+        return ErasureResult(
+            request_id=inp.request_id,
+            subject_key=inp.subject_key,
+            status=status,
+            steps=list(self._steps.values()),
+            verified=status == "completed",
+            receipt_sha256=receipt.sha256 if receipt else "",
+        )
+
+    async def _lift_fence_step(self, step: StepInput) -> None:
+        """Lift the user fence as a recorded step, without changing the request's status or stage."""
+        self._mark("lift_fence", "running")
+        try:
+            result = await call(STEP_ACTIVITY["lift_fence"], step, StepResult)
+        except ActivityError:
+            self._mark("lift_fence", "failed")
+            raise
+        self._mark("lift_fence", "done", result.counts)
+
+    async def _complete(
+        self, inp: ErasureInput, step: StepInput, status: str, verifications: list[VerifyResult]
+    ) -> ReceiptRef:
+        """Finish (the erasure time and ledger entry recorded), then lift the fence, then the receipt."""
+        now = workflow.now().isoformat()
+        self._set_status(status, "finish")
+        await call_void(Activities.FINISH, FinishInput(inp.request_id, inp.subject_key, inp.app_name, status, now))
+        self._set_status(status, "lift_fence")
+        await self._lift_fence_step(step)
+        self._set_status(status, "receipt")
+        ref = await call(
+            Activities.RECEIPT,
+            ReceiptInput(
+                inp.request_id, inp.subject_key, inp.app_name, status, now, list(self._steps.values()), verifications
+            ),
+            ReceiptRef,
+        )
+        self._set_status(status, "done")
+        return ref
+
+    async def _fail(self, inp: ErasureInput, step: StepInput) -> None:
+        """A failed saga lifts the user fence (if it was placed) and records the failed step and the fence."""
+        failed = next((s.name for s in self._steps.values() if s.state == "failed"), self._stage)
+        fence = "not_placed"
+        if self._steps["fence"].state != "pending":
+            try:
+                await self._lift_fence_step(step)
+                fence = "lifted"
+            except ActivityError:
+                fence = "kept"
+        self._set_status("failed", failed)
+        await call_void(
+            Activities.FINISH,
+            FinishInput(
+                inp.request_id,
+                inp.subject_key,
+                inp.app_name,
+                "failed",
+                workflow.now().isoformat(),
+                failed_step=failed,
+                fence=fence,
+            ),
+        )
+
+    async def _run_v1(self, inp: ErasureInput, step: StepInput) -> ErasureResult:
+        """The saga as recorded before ``HOLDS_AND_LIFECYCLE`` (replays running histories unchanged)."""
         verifications: list[VerifyResult] = []
         try:
             await call(Activities.BEGIN, step, BeginResult)
@@ -283,14 +521,7 @@ class ErasureWorkflow:
                 "erasure failed; see the failed step in the progress query", type="ErasureFailed"
             ) from err
         receipt = await self._finish(inp, status, verifications)
-        return ErasureResult(
-            request_id=inp.request_id,
-            subject_key=inp.subject_key,
-            status=status,
-            steps=list(self._steps.values()),
-            verified=status == "completed",
-            receipt_sha256=receipt.sha256 if receipt else "",
-        )
+        return self._result(inp, status, receipt)
 
     async def _finish(self, inp: ErasureInput, status: str, verifications: list[VerifyResult]) -> ReceiptRef | None:
         now = workflow.now().isoformat()

@@ -23,7 +23,7 @@ from verifier.receipt_activity import load_receipt
 from workers.codec import ENCODING
 from workers.settings import Settings
 from workflows.contracts import STEPS
-from workflows.erasure import HOLD_GATE_ON_SIGNAL, PARALLEL_DELETION
+from workflows.erasure import HOLD_GATE_ON_SIGNAL, HOLDS_AND_LIFECYCLE, PARALLEL_DELETION
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -103,7 +103,7 @@ async def test_no_personal_data_anywhere_in_the_orchestration(
     assert clear
     patches = {
         json.dumps({"id": patch_id, "deprecated": False}, separators=(",", ":")).encode()
-        for patch_id in (HOLD_GATE_ON_SIGNAL, PARALLEL_DELETION)
+        for patch_id in (HOLD_GATE_ON_SIGNAL, PARALLEL_DELETION, HOLDS_AND_LIFECYCLE)
     }
     odd = [
         (dict(p.metadata), p.data[:100])
@@ -118,10 +118,12 @@ async def test_no_personal_data_anywhere_in_the_orchestration(
         "running",
         "completed",
         "verify_final",
+        "finish",
         "receipt",
         "done",
         HOLD_GATE_ON_SIGNAL,
         PARALLEL_DELETION,
+        HOLDS_AND_LIFECYCLE,
     }
     assert keywords <= set(STEPS) | allowed
     log = (tmp_path / "worker.log").read_text()

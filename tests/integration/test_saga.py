@@ -198,7 +198,4 @@ async def test_legal_hold_blocks_destructive_steps_until_released(saga: SagaHarn
     result = await saga.result(filed.request_id)
     assert result.status == "completed"
     holds = saga.receipt_body(filed.request_id)["holds"]
-    assert [(h["action"], h["reason"]) for h in holds] == [
-        ("placed", "litigation hold case 17"),
-        ("released", "hold lifted by counsel"),
-    ]
+    assert [h["action"] for h in holds] == ["placed", "released"]  # times only: reasons may name people

@@ -8,6 +8,7 @@ encrypted with the test suite's fixed payload key, so replaying also exercises t
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from temporalio.worker import Replayer
 from tests.stack_fixture import TEST_PAYLOAD_KEY
 from verifier.workflow import VerifierWorkflow
 from workers.codec import data_converter
-from workflows.erasure import ErasureWorkflow
+from workflows.erasure import HOLDS_AND_LIFECYCLE, ErasureWorkflow
 
 HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 
@@ -29,6 +30,9 @@ HISTORIES = Path(__file__).resolve().parents[1] / "histories"
         "erasure_completed.json",  # recorded before the hold-gate-on-signal-v1 patch: replays the old path
         "erasure_hold_gate_patch.json",  # recorded after it, before parallel-deletion-v1: one step after another
         "erasure_parallel_deletion.json",  # recorded after parallel-deletion-v1: stores side by side, no main pass
+        "erasure_lifecycle.json",  # after holds-and-lifecycle-v1: hold read before every step, fence lifted last
+        "erasure_hold_read_before_every_step.json",  # the same path, waiting on a hold until the release signal
+        "erasure_failed_lifts_fence.json",  # the same path, a step failing for good: the fence lifted, then finish
         "verify_completed.json",
     ],
 )
@@ -56,3 +60,24 @@ async def test_a_changed_workflow_is_detected_as_nondeterministic() -> None:
         WorkflowHistory.from_json("tampered", json.dumps(history)), raise_on_replay_failure=False
     )
     assert result.replay_failure is not None
+
+
+async def test_the_new_path_is_not_replayed_as_the_old_one() -> None:
+    """With its patch marker renamed, a history of the holds-and-lifecycle path is refused: the code then
+    takes the old path, whose commands differ (so both sides of the patch are really exercised)."""
+    history = json.loads((HISTORIES / "erasure_lifecycle.json").read_text())
+    renamed = 0
+    for event in history["events"]:
+        attrs = event.get("markerRecordedEventAttributes")
+        for payload in (attrs or {}).get("details", {}).get("patch-data", {}).get("payloads", []):
+            data = json.loads(base64.b64decode(payload["data"]))
+            if data.get("id") == HOLDS_AND_LIFECYCLE:
+                payload["data"] = base64.b64encode(json.dumps({**data, "id": "some-other-patch"}).encode()).decode()
+                renamed += 1
+    assert renamed == 1
+    replayer = Replayer(workflows=[ErasureWorkflow], data_converter=data_converter(bytes.fromhex(TEST_PAYLOAD_KEY)))
+    result = await replayer.replay_workflow(
+        WorkflowHistory.from_json("renamed", json.dumps(history)), raise_on_replay_failure=False
+    )
+    assert result.replay_failure is not None
+    assert "Nondeterminism" in str(result.replay_failure) or "nondetermin" in str(result.replay_failure).lower()
