@@ -21,20 +21,17 @@ class LogActivities(PlatformActivities):
     def purge_logs(self, inp: StepInput) -> StepResult:
         subject = self.subject(inp.request_id, inp.subject_key, inp.app_name)
         archive = self.platform.logs
-        state = heartbeat_details({"segments": 0, "lines": 0, "malformed_lines": 0, "unidentified_lines": 0})
+        state = heartbeat_details({"segments": 0, "lines": 0, "malformed_lines": 0})
         segments = archive.segments_of(subject.subject_key)
         self.platform.requests.update_record(
             inp.request_id, lambda r: replace(r, purged_segments=sorted(set(r.purged_segments or []) | set(segments)))
         )
-        counts = {k: int(state[k]) for k in ("segments", "lines", "malformed_lines", "unidentified_lines")}
+        counts = {k: int(state[k]) for k in ("segments", "lines", "malformed_lines")}
         with sensitive(subject.user_id):
             for n, key in enumerate(segments):  # purged segments leave the index: a retry sees only the rest
                 purged = archive.purge_subject(key, subject.app_name, subject.subject_key)
                 counts["segments"] += 1
                 counts["lines"] += purged.removed
-                # others' malformed lines are kept and reported, never a failure; lines the index names
-                # but no structure identifies keep their index row, which the verifier then reports
-                counts["malformed_lines"] += purged.malformed
-                counts["unidentified_lines"] += purged.unidentified
+                counts["malformed_lines"] += purged.malformed  # others' bad lines: kept, reported, not a failure
                 beat(**counts, remaining=len(segments) - n - 1)
         return StepResult("logs", counts)

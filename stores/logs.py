@@ -9,13 +9,15 @@ the line mentions (``"mentions"``: keyed hashes of (app, user), PII-free), so a 
 same app) or the subject key is among its recorded mention keys. A number or an address that merely
 appears in another user's text is never the user.
 
-A purge removes every line naming the subject and keeps every other line byte for byte, including lines
-that are not JSON, not UTF-8 or carry a ``user_id`` no identity could have: those are counted
-(``malformed``) and left alone, never retried on, never a reason to fail. The index row is decremented by
-the lines removed *before* the object is replaced and dropped only once it names no line left, so an
-index row outlives its lines only when the segment holds lines the purge could not identify (then the
-verifier reports it). Each segment is one resumable unit: a retry after a crash at any point finishes
+A purge removes every line naming the subject, mention-only lines included, and keeps every other line
+byte for byte, including lines that are not JSON, not UTF-8 or carry a ``user_id`` no identity could
+have: those are counted (``malformed``) and left alone, never retried on, never a reason to fail. The
+subject's index row is dropped last, once the current object holds no line naming the subject and its
+older versions are gone. Each segment is one resumable unit: a retry after a crash at any point finishes
 the job and changes nothing more.
+
+Segments shipped before mention keys were recorded carry mention-only lines that no structure identifies;
+they are not matched by text (that deleted other users' lines): re-ship such segments through ``ship``.
 """
 
 from __future__ import annotations
@@ -140,7 +142,6 @@ class SubjectLines:
 class SegmentPurge:
     removed: int = 0  # lines naming the subject, removed
     malformed: int = 0  # others' malformed lines, kept byte for byte
-    unidentified: int = 0  # lines the index names that no line's structure identifies: the index row stays
 
 
 class LogArchive:
@@ -253,13 +254,6 @@ class LogArchive:
         kept = [line for line, v in zip(lines, verdicts, strict=True) if v is not Verdict.SUBJECT]
         removed = len(lines) - len(kept)
         malformed = sum(1 for v in verdicts if v is Verdict.MALFORMED)
-        with self._pool.connection() as conn, conn.transaction():
-            # before the object changes: a retry after the put finds nothing more to remove, and the row
-            # is dropped below once it names no line left (a retry before the put subtracts again: <= 0)
-            conn.execute(
-                "UPDATE log_subject_index SET line_count = line_count - %s WHERE subject_key = %s AND segment_key = %s",
-                (removed, subject, key),
-            )
         current_version: str | None = None
         if removed:
             put = self._s3.put_object(
@@ -267,21 +261,17 @@ class LogArchive:
             )
             current_version = put.get("VersionId")
         self._drop_old_versions(key, current_version)
+        # the index row goes last, once the current object holds no line naming the subject (``kept`` is
+        # exactly that object) and no older version of it is left: a crash before this point leaves the
+        # row, and the retry finds the segment through it
         with self._pool.connection() as conn, conn.transaction():
-            conn.execute(
-                "DELETE FROM log_subject_index WHERE subject_key = %s AND segment_key = %s AND line_count <= 0",
-                (subject, key),
-            )
-            left = conn.execute(
-                "SELECT line_count FROM log_subject_index WHERE subject_key = %s AND segment_key = %s",
-                (subject, key),
-            ).fetchone()
+            conn.execute("DELETE FROM log_subject_index WHERE subject_key = %s AND segment_key = %s", (subject, key))
             if removed:
                 conn.execute(
                     "UPDATE log_segments SET line_count = %s WHERE segment_key = %s",
                     (sum(1 for line in kept if line.strip()), key),
                 )
-        return SegmentPurge(removed, malformed, int(left[0]) if left else 0)
+        return SegmentPurge(removed, malformed)
 
     def _drop_old_versions(self, key: str, keep_version: str | None) -> None:
         listing = self._s3.list_object_versions(Bucket=self._bucket, Prefix=key)
