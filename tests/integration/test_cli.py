@@ -115,7 +115,8 @@ async def test_request_status_receipt_and_reverify(
     code, out, err = await cli(saga, temporal_env, "verify", request_id)
     assert code == 0, out + err
     assert "verification passed" in out
-    assert "raw-id sample scan not run" in out  # the raw id was forgotten at completion
+    # the raw id was forgotten at completion; the log check is structural (subject key), so it runs in full
+    assert any(line.startswith("  ok  logs       nothing left") for line in out.splitlines()), out
     assert await asyncio.to_thread(snapshot, saga.platform, app, users) == before
     assert saga.platform.requests.get(request_id) == row_before
 
