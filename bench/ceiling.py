@@ -1,10 +1,11 @@
 """The orchestration ceiling: a workflow with the saga's shape and no work.
 
 ``CeilingWorkflow`` runs no-op activities in the shape ``ErasureWorkflow`` has with no hold and no
-ingestion delay: begin, hold check, fence, then artifacts, logs and (sessions, memory) side by side, keys,
-sweep, lift fence, one verifier child (six parallel checks; the main-pass verification is skipped without
-a delay), finish, receipt. 18 activities and one child workflow, the same timeouts' shape and the same
-payload codec as the real saga.
+ingestion delay: begin, hold read, fence, hold read, then artifacts, logs and (sessions, hold read, memory)
+side by side, hold read, keys, hold read, sweep, one verifier child (six parallel checks; the main-pass
+verification is skipped without a delay), finish, lift fence, receipt. 22 activities and one child
+workflow, the same timeouts' shape and the same payload codec as the real saga (``tests/unit/test_bench.py``
+counts the activities of a recorded saga history against it).
 """
 
 from __future__ import annotations
@@ -40,20 +41,21 @@ class CeilingVerifierWorkflow:
 class CeilingWorkflow:
     @workflow.run
     async def run(self, key: str) -> int:
-        for name in ("begin", "hold", "fence"):
+        for name in ("begin", "hold", "fence", "hold"):
             await _noop(name)
 
         async def sessions_then_memory() -> None:
             await _noop("sessions")
+            await _noop("hold")
             await _noop("memory")
 
         await asyncio.gather(_noop("artifacts"), sessions_then_memory(), _noop("logs"))
-        for name in ("keys", "sweep", "lift_fence"):
+        for name in ("hold", "keys", "hold", "sweep"):
             await _noop(name)
         checks = await workflow.execute_child_workflow(CeilingVerifierWorkflow.run, "final", id=f"ceiling-{key}-final")
-        for name in ("finish", "receipt"):
+        for name in ("finish", "lift_fence", "receipt"):
             await _noop(name)
-        return 3 + 4 + 3 + checks + 2
+        return 4 + 5 + 4 + checks + 3
 
 
-ACTIVITIES_PER_RUN = 3 + 4 + 3 + CHECKS + 2
+ACTIVITIES_PER_RUN = 4 + 5 + 4 + CHECKS + 3
