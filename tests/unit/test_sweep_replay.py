@@ -1,6 +1,7 @@
 """``LateWriterSweepWorkflow`` histories on both sides of ``subject-failures-v1`` replay on today's code.
 
-Recorded on the dev server with stub activities (three subjects over two pages; default data converter):
+Recorded on the dev server by ``tests/record_sweep_history.py`` with stub activities (three subjects over two
+pages; default data converter):
 ``sweep_before_subject_failures.json`` by the code before the patch (a failing subject failed the run),
 ``sweep_subject_failures_patch.json`` after it, and ``sweep_subject_failure_counted.json`` after it with
 the first subject's sweep failing non-retryably: the run counted it and went on to the others.
