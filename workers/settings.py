@@ -82,19 +82,19 @@ class Settings:
     subject_key_secret: str = _env(
         "ERASURE_SUBJECT_KEY_SECRET",
         "",
-        "Hex secret keying the pseudonymous subject key. Empty: read from the local stack's secrets file ('erasure stack up' creates it).",
+        "Hex secret keying the pseudonymous subject key. Empty: from the local secrets file ('erasure stack up').",
         required_in_production=True,
     )
     signing_key: str = _env(
         "ERASURE_SIGNING_KEY",
         "",
-        "Hex Ed25519 private key (32 bytes) signing receipts. Empty: read from the local stack's secrets file ('erasure stack up' creates it).",
+        "Hex Ed25519 private key (32 bytes) signing receipts. Empty: from the local secrets file ('erasure stack up').",
         required_in_production=True,
     )
     payload_key: str = _env(
         "ERASURE_PAYLOAD_KEY",
         "",
-        "Hex AES-256 key of the Temporal payload codec. Empty: read from the local stack's secrets file ('erasure stack up' creates it).",
+        "Hex AES-256 key of the Temporal payload codec. Empty: from the local secrets file ('erasure stack up').",
         required_in_production=True,
     )
     codec_token: str = _env(
