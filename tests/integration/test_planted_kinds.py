@@ -1,0 +1,270 @@
+"""Planted leftovers of every kind each store holds: the final verification fails the matching check.
+
+Each erasure runs the real saga; its second sweep is followed (inside the same activity) by a plant that
+puts back one kind of object the way a late writer or a buggy eraser would leave it: each artifact scope and
+version kind, each ADK row kind, own and derived memory rows at chain depth 1 and 2 and copies filed under
+another user, canary words, each log leftover (index row, line, old version, mention-only line), a key
+version, the ciphertext sample made readable again, a missing session tombstone. The final verification
+runs after the sweep, so the request must end ``verification_failed`` with exactly the expected checks
+failing. All plants run side by side on one worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from google.adk.events.event import Event
+from google.genai import types
+from temporalio import activity
+
+from activities.support import translate_errors
+from activities.sweep import SweepActivities
+from stores.artifacts import artifact_prefix
+from stores.identity import session_ref, subject_key
+from stores.logs import LogLine
+from stores.memory import NewMemory
+from stores.platform import Platform
+from stores.seeder import user_ids
+from tests.saga_harness import SagaHarness
+from workers.local_secrets import load_secrets
+from workers.worker import activity_objects, build_worker
+from workflows.contracts import StepInput, StepResult
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+
+APP = "plant-kinds"
+
+
+@dataclass(frozen=True)
+class Target:
+    user_id: str
+    subject: str
+    other: str  # a user who stays: copies are filed under them
+    sessions: list[str]
+    signature_words: list[str]
+    wrapped_keys: list[tuple[Any, ...]]  # data_keys rows captured before the erasure
+    segment: str  # a log segment only this user has lines in (log plants touch no one else's segments)
+
+
+Plant = Callable[[Platform, Target, Any], None]
+
+
+def _put(p: Platform, key: str) -> None:
+    p.s3.put_object(Bucket=p.config.artifact_bucket, Key=key, Body=b"planted")
+
+
+def _sql(p: Platform, query: str, *args: Any) -> list[tuple[Any, ...]]:
+    with p.pool.connection() as conn:
+        cur = conn.execute(query, args)
+        return cur.fetchall() if cur.description else []
+
+
+def _adk(p: Platform, t: Target, session_id: str, with_event: bool) -> None:
+    async def go() -> None:
+        svc = p.adk_session_service()
+        session = await svc.create_session(app_name=APP, user_id=t.user_id, session_id=session_id)
+        if with_event:
+            content = types.Content(role="user", parts=[types.Part(text="planted event")])
+            await svc.append_event(session, Event(author="user", content=content))
+
+    asyncio.run(go())
+
+
+def _erased_memory(p: Platform, t: Target) -> uuid.UUID:
+    return _sql(p, "SELECT memory_id FROM erased_memories WHERE subject_key = %s LIMIT 1", t.subject)[0][0]
+
+
+def _segment(t: Target, record: Any) -> str:
+    assert t.segment in record.purged_segments  # the logs step purged it; the plant brings something back
+    return t.segment
+
+
+PLANTS: dict[str, tuple[Plant, set[str]]] = {
+    "artifact, session scope": (
+        lambda p, t, r: _put(p, artifact_prefix(APP, t.subject, "planted.txt", t.sessions[0]) + "0"),
+        {"artifacts"},
+    ),
+    "artifact, user scope": (
+        lambda p, t, r: _put(p, artifact_prefix(APP, t.subject, "user:planted.txt", None) + "0"),
+        {"artifacts"},
+    ),
+    "artifact, lone delete marker": (
+        lambda p, t, r: p.s3.delete_object(
+            Bucket=p.config.artifact_bucket, Key=artifact_prefix(APP, t.subject, "gone.txt", None) + "0"
+        ),
+        {"artifacts"},
+    ),
+    "artifact, old version behind a marker": (
+        lambda p, t, r: (
+            _put(p, artifact_prefix(APP, t.subject, "old.txt", None) + "0"),
+            p.s3.delete_object(
+                Bucket=p.config.artifact_bucket, Key=artifact_prefix(APP, t.subject, "old.txt", None) + "0"
+            ),
+        ),
+        {"artifacts"},
+    ),
+    "adk session and event under an erased id": (lambda p, t, r: _adk(p, t, t.sessions[0], True), {"sessions"}),
+    "adk session under a new id": (lambda p, t, r: _adk(p, t, f"new-{uuid.uuid4().hex[:6]}", False), {"sessions"}),
+    "adk user_states row": (
+        lambda p, t, r: _sql(
+            p,
+            "INSERT INTO user_states (app_name, user_id, state, update_time) VALUES (%s, %s, '{}', now())",
+            APP,
+            t.user_id,
+        ),
+        {"sessions"},
+    ),
+    "memory, own row (and the fresh key it needed)": (
+        lambda p, t, r: p.memory_store.insert([NewMemory(APP, t.user_id, "planted own row")]),
+        {"memory", "keys"},
+    ),
+    "memory, derived depth 1 under another user": (
+        lambda p, t, r: p.memory_store.insert(
+            [NewMemory(APP, t.other, "summary of erased", kind="summary", derived_from=[_erased_memory(p, t)])]
+        ),
+        {"memory"},
+    ),
+    "memory, derived depth 2 under another user": (
+        lambda p, t, r: p.memory_store.insert(
+            [
+                NewMemory(
+                    APP, t.other, "summary of a summary", kind="summary", derived_from=[uuid.UUID(r.derived_removed[0])]
+                )
+            ]
+        ),
+        {"memory"},
+    ),
+    "memory, copy naming an erased session under another user": (
+        lambda p, t, r: p.memory_store.insert(
+            [
+                NewMemory(
+                    APP,
+                    t.other,
+                    "fact from that chat",
+                    kind="fact",
+                    source_sessions=[session_ref(t.subject, t.sessions[0])],
+                )
+            ]
+        ),
+        {"memory"},
+    ),
+    "memory, canary words copied under another user": (
+        lambda p, t, r: p.memory_store.insert([NewMemory(APP, t.other, " ".join(t.signature_words))]),
+        {"memory"},
+    ),
+    "log, index row": (
+        lambda p, t, r: _sql(
+            p,
+            "INSERT INTO log_subject_index (subject_key, segment_key, line_count) VALUES (%s, %s, 1)",
+            t.subject,
+            _segment(t, r),
+        ),
+        {"logs"},
+    ),
+    "log, old version of a purged segment": (
+        lambda p, t, r: p.s3.put_object(
+            Bucket=p.config.log_bucket, Key=_segment(t, r), Body=p.logs.read_raw(_segment(t, r)) or b""
+        ),
+        {"logs"},
+    ),
+    "log, the user's line back in a purged segment": (
+        lambda p, t, r: p.s3.put_object(
+            Bucket=p.config.log_bucket,
+            Key=_segment(t, r),
+            Body=(p.logs.read_raw(_segment(t, r)) or b"")
+            + (
+                LogLine(datetime.now(UTC).isoformat(), APP, t.user_id, "info", "planted").to_json(
+                    p.config.subject_secret
+                )
+                + "\n"
+            ).encode(),
+        ),
+        {"logs"},
+    ),
+    "log, mention-only line in a recent segment": (
+        lambda p, t, r: p.logs.ship(
+            [LogLine(datetime.now(UTC).isoformat(), APP, t.other, "warn", "rate limit", mentioned=(t.user_id,))],
+            datetime.now(UTC).replace(microsecond=0),
+            abs(hash(t.subject)) % 50 + 40,
+        ),
+        {"logs"},
+    ),
+    "key, a wrapped key version": (lambda p, t, r: p.keys.current(t.subject), {"keys"}),
+    "key, the shredded key restored (the sample decrypts again)": (
+        lambda p, t, r: [
+            _sql(
+                p,
+                "INSERT INTO data_keys (key_id, subject_key, version, wrapped_key, kms_key_id, created_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s)",
+                *row,
+            )
+            for row in t.wrapped_keys
+        ],
+        {"keys"},
+    ),
+    "fence, a session tombstone removed": (
+        lambda p, t, r: _sql(
+            p, "DELETE FROM session_tombstones WHERE subject_key = %s AND session_id = %s", t.subject, t.sessions[0]
+        ),
+        {"fence"},
+    ),
+}
+
+
+class PlantingSweep(SweepActivities):
+    """The real second sweep, then one plant for the request's subject (by subject key)."""
+
+    targets: dict[str, tuple[Target, str]] = {}
+
+    @activity.defn(name="second_sweep")
+    @translate_errors
+    def second_sweep(self, inp: StepInput) -> StepResult:
+        result = SweepActivities.second_sweep.__wrapped__(self, inp)  # type: ignore[attr-defined]
+        target, plant = self.targets[inp.subject_key]
+        PLANTS[plant][0](self.platform, target, self.platform.requests.record(inp.request_id))
+        return result
+
+
+async def test_every_kind_of_leftover_fails_its_check(saga: SagaHarness) -> None:
+    names = sorted(PLANTS)
+    users = user_ids(len(names) + 1, 151, prefix="plantkind")
+    other = users[-1]
+    report = await saga.seed(APP, users, "small", 151)
+    secret = saga.platform.config.subject_secret
+    PlantingSweep.targets = {}
+    for n, (name, seeded) in enumerate(zip(names, report.users, strict=False)):
+        sk = subject_key(secret, APP, seeded.user_id)
+        rows = _sql(
+            saga.platform,
+            "SELECT key_id, subject_key, version, wrapped_key, kms_key_id, created_at FROM data_keys "
+            "WHERE subject_key = %s",
+            sk,
+        )
+        line = LogLine(datetime.now(UTC).isoformat(), APP, seeded.user_id, "info", "private line")
+        segment = saga.platform.logs.ship([line], datetime(2020, 1, 1, tzinfo=UTC) + timedelta(minutes=n), 77)
+        target = Target(seeded.user_id, sk, other, seeded.session_ids, seeded.signature_words, rows, segment)
+        PlantingSweep.targets[sk] = (target, name)
+    settings = dataclasses.replace(saga.settings, task_queue=f"plant-kinds-{uuid.uuid4().hex[:8]}")
+    objects = [
+        PlantingSweep(saga.platform) if isinstance(o, SweepActivities) else o
+        for o in activity_objects(saga.platform, load_secrets(settings).signing_key)
+    ]
+    harness = SagaHarness(saga.client, saga.platform, settings)
+    async with build_worker(saga.client, settings.task_queue, saga.platform, b"", activities=objects):
+        filed = [await harness.file(APP, t.user_id) for t, _name in PlantingSweep.targets.values()]
+        results = await asyncio.gather(*(harness.result(f.request_id, wait_seconds=300) for f in filed))
+    outcomes = {}
+    for f, result in zip(filed, results, strict=True):
+        _target, name = PlantingSweep.targets[f.subject_key]
+        body = saga.receipt_body(f.request_id)
+        final = next(v for v in body["verifications"] if v["phase"] == "final")
+        outcomes[name] = (result.status, {c["check"] for c in final["checks"] if not c["passed"]})
+    wrong = {name: outcome for name, outcome in outcomes.items() if outcome != ("verification_failed", PLANTS[name][1])}
+    assert not wrong, "\n".join(f"{k}: {v}" for k, v in sorted(wrong.items()))
