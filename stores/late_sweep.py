@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from stores.identity import session_ref, subject_key
+from stores.identity import session_ref
+from stores.logs import hash_or_none
 from stores.platform import Platform
 from stores.redaction import sensitive
 from stores.sessions import SessionCounts
@@ -28,8 +29,8 @@ def sweep_erased_subject(platform: Platform, entry: LedgerEntry) -> dict[str, in
     secret = platform.config.subject_secret
     app, subject, before = entry.app_name, entry.subject_key, entry.erased_at
 
-    def belongs(user_id: str) -> bool:
-        return subject_key(secret, app, user_id) == subject
+    def belongs(user_id: str) -> bool:  # another user's malformed id is never the subject, never an error
+        return hash_or_none(secret, app, user_id) == subject
 
     erased_sessions = platform.ledger.sessions_of(subject)
     owners = platform.sessions.owners_of_session_ids(app, erased_sessions, belongs)

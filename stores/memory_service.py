@@ -22,6 +22,7 @@ from google.adk.memory.base_memory_service import BaseMemoryService, SearchMemor
 from google.adk.memory.memory_entry import MemoryEntry
 from google.genai import types
 
+from stores.errors import InvalidIdentifier
 from stores.identity import session_ref, subject_key
 from stores.memory import MemoryStore, NewMemory
 from stores.tombstones import TombstoneLedger
@@ -195,15 +196,24 @@ class FencedMemoryService(BaseMemoryService):
         self._ledger = ledger
         self._secret = subject_secret
         self._lock = threading.Lock()
-        self.refused: dict[str, int] = {"user_fenced": 0, "session_tombstoned": 0}
+        self.refused: dict[str, int] = {"user_fenced": 0, "session_tombstoned": 0, "invalid_identifier": 0}
+
+    def _subject(self, app_name: str, user_id: str) -> str | None:
+        """The subject key, or ``None`` for an id no store can hold (never raised into the agent's turn)."""
+        try:
+            return subject_key(self._secret, app_name, user_id)
+        except InvalidIdentifier:
+            return None
 
     def _refuse(self, why: str, app_name: str, user_id: str) -> None:
         with self._lock:
             self.refused[why] += 1
-        log.info("memory_write_refused", reason=why, subject_key=subject_key(self._secret, app_name, user_id))
+        log.info("memory_write_refused", reason=why, subject_key=self._subject(app_name, user_id))
 
     def _blocked(self, app_name: str, user_id: str, session_id: str | None) -> str | None:
-        sk = subject_key(self._secret, app_name, user_id)
+        sk = self._subject(app_name, user_id)
+        if sk is None:
+            return "invalid_identifier"
         if self._ledger.user_fenced(sk):
             return "user_fenced"
         if session_id and self._ledger.session_erased(sk, session_id):
@@ -251,8 +261,8 @@ class FencedMemoryService(BaseMemoryService):
         await self.inner.add_memory(app_name=app_name, user_id=user_id, memories=memories)
 
     async def search_memory(self, *, app_name: str, user_id: str, query: str) -> SearchMemoryResponse:
-        fenced = await asyncio.to_thread(self._ledger.user_fenced, subject_key(self._secret, app_name, user_id))
-        if fenced:
+        sk = self._subject(app_name, user_id)
+        if sk is None or await asyncio.to_thread(self._ledger.user_fenced, sk):
             return SearchMemoryResponse(memories=[])
         return await self.inner.search_memory(app_name=app_name, user_id=user_id, query=query)
 
