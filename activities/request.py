@@ -146,7 +146,9 @@ class RequestActivities(PlatformActivities):
                     app_name=inp.app_name,
                     erased_at=completed.isoformat(),
                     keys_shredded_at=shredded,
-                    sessions=self.platform.ledger.sessions_of(inp.subject_key),
+                    sealed_sessions=[
+                        base64.b64encode(b).decode() for b in self.platform.ledger.sealed_sessions_of(inp.subject_key)
+                    ],
                 ),
             )
         if inp.status == "failed" and inp.failed_step:  # what a failure left behind, for `erasure status`

@@ -22,7 +22,7 @@ class SessionActivities(PlatformActivities):
             ids = store.session_ids(subject.app_name, subject.user_id)
             tombstoned = self.platform.ledger.mark_sessions(subject.app_name, ids, subject.subject_key, inp.request_id)
             self.platform.requests.merge_record(
-                inp.request_id, erased_sessions=sorted(set(self.platform.ledger.sessions_of(subject.subject_key)))
+                inp.request_id, erased_sessions=self.platform.ledger.session_digests_of(subject.subject_key)
             )
             sessions, events, batches = int(state["sessions"]), int(state["events"]), int(state["batches"])
             for start in range(0, len(ids), BATCH):

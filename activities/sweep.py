@@ -19,8 +19,9 @@ def sweep_subject(platform: Platform, request_id: str, subject_key: str, app_nam
         sessions = platform.sessions.session_ids(app_name, user_id)
         platform.ledger.mark_sessions(app_name, sessions, subject_key, request_id)
         if sessions:
+            digests = set(platform.ledger.session_digests_of(subject_key))
             platform.requests.update_record(
-                request_id, lambda r: replace(r, erased_sessions=sorted(set(r.erased_sessions or []) | set(sessions)))
+                request_id, lambda r: replace(r, erased_sessions=sorted(set(r.erased_sessions or []) | digests))
             )
         artifacts = platform.artifacts.erase_everything_of(app_name, subject_key)
         beat(phase="artifacts", found=artifacts)

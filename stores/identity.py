@@ -10,7 +10,9 @@ different bytes).
 
 Keys: one service secret, never used directly. HKDF derives a separate key per purpose (``derived_key``):
 ``subject-key`` (the pseudonymous subject key), ``token-digest`` (keyed hashes of words, for canaries) and
-``request-store`` (sealing raw user ids while a request runs), so no two purposes share a key.
+``request-store`` (sealing raw user ids while a request runs), ``session-digest`` and ``session-seal`` (session
+ids in tombstones and the journal: a keyed hash to match, the id sealed for the sweeps' lookups), so no two
+purposes share a key.
 """
 
 from __future__ import annotations
@@ -101,6 +103,13 @@ def token_digest(secret: bytes, token: str) -> str:
 def key_part(value: str) -> str:
     """One storage-key component, fully percent-encoded (``/``, ``%``, ``*``, non-ASCII all escaped)."""
     return quote(value, safe="")
+
+
+def session_digest(secret: bytes, subject: str, session_id: str) -> str:
+    """A session named by keyed hash (``sd_`` + 40 hex): what tombstones, the request record and the journal
+    hold instead of the session id."""
+    msg = subject.encode() + b"\x00" + session_id.encode("utf-8")
+    return "sd_" + hmac.new(derived_key(secret, "session-digest"), msg, hashlib.sha256).hexdigest()[:40]
 
 
 def session_ref(subject: str, session_id: str) -> str:

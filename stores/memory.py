@@ -22,7 +22,7 @@ from psycopg_pool import ConnectionPool
 
 from stores.embedding import Embedder, HashingEmbedder, tokens, vector_literal
 from stores.errors import DataKeyShredded
-from stores.identity import session_ref, subject_key, token_digest
+from stores.identity import session_digest, session_ref, subject_key, token_digest
 from stores.keys import DataKeyStore
 from stores.tombstones import fence_lock_key
 
@@ -59,7 +59,7 @@ _FENCED_INSERT = (
     "%s::uuid[], %s::text[], %s::text, %s::uuid, %s::bytea, %s::text[], %s::vector, %s::timestamptz "
     "WHERE NOT EXISTS (SELECT 1 FROM user_tombstones WHERE subject_key = %s) "
     "AND NOT EXISTS (SELECT 1 FROM session_tombstones WHERE %s::text IS NOT NULL AND subject_key = %s "
-    "AND session_id = %s) ON CONFLICT (id) DO NOTHING RETURNING id"
+    "AND session_digest = %s) ON CONFLICT (id) DO NOTHING RETURNING id"
 )
 
 
@@ -141,7 +141,8 @@ class MemoryStore:
             for sk in sorted({r[3] for r in rows}):
                 cur.execute("SELECT pg_advisory_xact_lock_shared(hashtextextended(%s, 0))", (fence_lock_key(sk),))
             for r in rows:
-                cur.execute(_FENCED_INSERT, (*r, r[3], r[4], r[3], r[4]))
+                digest = session_digest(self._secret, r[3], r[4]) if r[4] else None
+                cur.execute(_FENCED_INSERT, (*r, r[3], digest, r[3], digest))
                 if cur.fetchone() is not None:
                     inserted.append(r[0])
         return FencedWrite(inserted, len(rows) - len(inserted))

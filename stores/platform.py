@@ -83,7 +83,7 @@ class Platform:
 
     @cached_property
     def ledger(self) -> TombstoneLedger:
-        return TombstoneLedger(self.pool)
+        return TombstoneLedger(self.pool, self.config.subject_secret)
 
     @cached_property
     def requests(self) -> RequestStore:

@@ -48,7 +48,8 @@ class RequestRecord:
     canaries_destroyed: bool = False
     sessions_at_start: int | None = None
     found_at_start: dict[str, int] | None = None
-    # sessions step (and the second sweep): every session id tombstoned for the subject
+    # sessions step (and the second sweep): every session tombstoned for the subject, as keyed digests
+    # (``stores.identity.session_digest``), never the session ids
     erased_sessions: list[str] | None = None
     # memory step: derived rows it removed (the ids of every erased row are in ``erased_memories``)
     derived_removed: list[str] | None = None

@@ -10,6 +10,7 @@ anyway, and removed). A returning user's data created after the erasure stays.
 
 from __future__ import annotations
 
+import base64
 import uuid
 from datetime import datetime
 
@@ -19,7 +20,7 @@ from stores.errors import CiphertextInvalid
 from stores.late_sweep import sweep_erased_subject
 from stores.platform import Platform
 from stores.tombstone_journal import JournalEntry, read_all
-from stores.tombstones import LedgerEntry
+from stores.tombstones import LedgerEntry, open_session_id
 
 
 def _live_key_ids(platform: Platform, subject: str) -> set[uuid.UUID]:
@@ -55,7 +56,10 @@ def remove_unreadable_artifacts(platform: Platform, app_name: str, subject: str)
 def replay_entry(platform: Platform, entry: JournalEntry) -> dict[str, int]:
     shredded = datetime.fromisoformat(entry.keys_shredded_at) if entry.keys_shredded_at else None
     platform.ledger.record_erasure(entry.request_id, entry.subject_key, entry.app_name, entry.erased, shredded)
-    tombstoned = platform.ledger.mark_sessions(entry.app_name, entry.sessions, entry.subject_key, entry.request_id)
+    secret = platform.config.subject_secret
+    sessions = [open_session_id(secret, entry.subject_key, base64.b64decode(b)) for b in entry.sealed_sessions]
+    sessions += entry.legacy_sessions
+    tombstoned = platform.ledger.mark_sessions(entry.app_name, sessions, entry.subject_key, entry.request_id)
     ledger = LedgerEntry(entry.request_id, entry.subject_key, entry.app_name, entry.erased, shredded)
     counts = sweep_erased_subject(platform, ledger)
     counts["restored_artifacts"] = remove_unreadable_artifacts(platform, entry.app_name, entry.subject_key)

@@ -1,15 +1,24 @@
 """The tombstone ledger: the user-level fence, permanent session tombstones, and erasure records.
 
-Keys and hashes only: subject keys, app names, opaque session ids, request ids and times.
+Keys and hashes only: subject keys, app names, request ids and times. A session tombstone names its session
+by a keyed hash (``session_digest``, what every check and match uses) and keeps the session id only sealed
+(AES-GCM under the ``session-seal`` key, the subject key as associated data) for the sweeps, which look up
+ADK rows by (app, session id) after the raw user id is gone. Never a session id in clear.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from psycopg_pool import ConnectionPool
+
+from stores.errors import CiphertextInvalid
+from stores.identity import derived_key, session_digest
 
 
 @dataclass(frozen=True)
@@ -27,9 +36,28 @@ def fence_lock_key(subject_key: str) -> str:
     return f"memory-fence:{subject_key}"
 
 
+def seal_session_id(secret: bytes, subject_key: str, session_id: str) -> bytes:
+    nonce = os.urandom(12)
+    return nonce + AESGCM(derived_key(secret, "session-seal")).encrypt(
+        nonce, session_id.encode("utf-8"), subject_key.encode()
+    )
+
+
+def open_session_id(secret: bytes, subject_key: str, sealed: bytes) -> str:
+    try:
+        return (
+            AESGCM(derived_key(secret, "session-seal"))
+            .decrypt(sealed[:12], sealed[12:], subject_key.encode())
+            .decode("utf-8")
+        )
+    except InvalidTag:
+        raise CiphertextInvalid("a sealed session id failed authentication") from None
+
+
 class TombstoneLedger:
-    def __init__(self, pool: ConnectionPool) -> None:
+    def __init__(self, pool: ConnectionPool, secret: bytes) -> None:
         self._pool = pool
+        self._secret = secret
 
     # ----- user-level fence -----------------------------------------------------------------------
 
@@ -56,13 +84,22 @@ class TombstoneLedger:
     # ----- session tombstones ---------------------------------------------------------------------
 
     def mark_sessions(self, app_name: str, session_ids: Iterable[str], subject_key: str, request_id: str) -> int:
-        rows = [(app_name, sid, subject_key, request_id) for sid in session_ids]
+        rows = [
+            (
+                app_name,
+                session_digest(self._secret, subject_key, sid),
+                seal_session_id(self._secret, subject_key, sid),
+                subject_key,
+                request_id,
+            )
+            for sid in session_ids
+        ]
         if not rows:
             return 0
         with self._pool.connection() as conn, conn.cursor() as cur:
             cur.executemany(
-                "INSERT INTO session_tombstones (app_name, session_id, subject_key, request_id) "
-                "VALUES (%s, %s, %s, %s) ON CONFLICT (subject_key, session_id) DO NOTHING",
+                "INSERT INTO session_tombstones (app_name, session_digest, session_sealed, subject_key, request_id) "
+                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (subject_key, session_digest) DO NOTHING",
                 rows,
             )
             return max(cur.rowcount, 0)
@@ -70,18 +107,50 @@ class TombstoneLedger:
     def session_erased(self, subject_key: str, session_id: str) -> bool:
         with self._pool.connection() as conn:
             row = conn.execute(
-                "SELECT 1 FROM session_tombstones WHERE subject_key = %s AND session_id = %s",
-                (subject_key, session_id),
+                "SELECT 1 FROM session_tombstones WHERE subject_key = %s AND session_digest = %s",
+                (subject_key, session_digest(self._secret, subject_key, session_id)),
             ).fetchone()
         return row is not None
 
     def sessions_of(self, subject_key: str) -> list[str]:
+        """The subject's tombstoned session ids, opened in memory (for the sweeps' ADK lookups)."""
+        return sorted(open_session_id(self._secret, subject_key, blob) for blob in self.sealed_sessions_of(subject_key))
+
+    def sealed_sessions_of(self, subject_key: str) -> list[bytes]:
         with self._pool.connection() as conn:
             rows = conn.execute(
-                "SELECT session_id FROM session_tombstones WHERE subject_key = %s ORDER BY session_id",
+                "SELECT session_sealed FROM session_tombstones WHERE subject_key = %s ORDER BY session_digest",
+                (subject_key,),
+            ).fetchall()
+        return [bytes(r[0]) for r in rows]
+
+    def session_digests_of(self, subject_key: str) -> list[str]:
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT session_digest FROM session_tombstones WHERE subject_key = %s ORDER BY session_digest",
                 (subject_key,),
             ).fetchall()
         return [r[0] for r in rows]
+
+    def rekey_legacy(self) -> int:
+        """Tombstones written before migration 0008 named the session in clear: hash and seal them (idempotent;
+        ``erasure migrate`` and ``erasure stack up`` run it). Returns rows re-keyed."""
+        with self._pool.connection() as conn, conn.transaction():
+            rows = conn.execute(
+                "SELECT subject_key, session_id FROM session_tombstones WHERE session_digest IS NULL FOR UPDATE"
+            ).fetchall()
+            for subject, sid in rows:
+                conn.execute(
+                    "UPDATE session_tombstones SET session_digest = %s, session_sealed = %s, session_id = NULL "
+                    "WHERE subject_key = %s AND session_id = %s",
+                    (
+                        session_digest(self._secret, subject, sid),
+                        seal_session_id(self._secret, subject, sid),
+                        subject,
+                        sid,
+                    ),
+                )
+        return len(rows)
 
     # ----- erasure ledger -------------------------------------------------------------------------
 

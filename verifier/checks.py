@@ -59,8 +59,9 @@ def missing(check: str, *what: str) -> CheckResult:
 class VerifierActivities(PlatformActivities):
     @cached_property
     def reads(self) -> VerifierReads:
+        config = self.platform.config
         return VerifierReads(
-            self.platform.pool, self.platform.s3, self.platform.kms, self.platform.config.artifact_bucket
+            self.platform.pool, self.platform.s3, self.platform.kms, config.artifact_bucket, config.subject_secret
         )
 
     @activity.defn(name="run_check")
@@ -116,9 +117,10 @@ class VerifierActivities(PlatformActivities):
         if erased is None:
             return missing("sessions", "the sessions step's list of erased session ids")
         before = ctx.bound.erased_at if ctx.bound else None
+        ids = self.reads.erased_session_ids(inp.subject_key, erased)  # a digest with no tombstone: the fence check
         counts = {
             "sessions_under_erased_ids": self.reads.rows_under_session_ids(
-                inp.app_name, erased, self._belongs(inp.app_name, inp.subject_key), before
+                inp.app_name, ids, self._belongs(inp.app_name, inp.subject_key), before
             )
         }
         if ctx.user_id is not None and ctx.bound is None:
@@ -147,7 +149,9 @@ class VerifierActivities(PlatformActivities):
         counts = {
             "rows_of_user": self.reads.own_memory_rows(subject, before),
             "rows_naming_erased": self.reads.rows_naming(
-                subject, self.reads.erased_memory_ids(subject), record.erased_sessions
+                subject,
+                self.reads.erased_memory_ids(subject),
+                self.reads.erased_session_ids(subject, record.erased_sessions),
             ),
         }
         if record.canaries is not None:

@@ -24,7 +24,8 @@ from psycopg_pool import ConnectionPool
 from stores.artifacts import user_prefix
 from stores.crypto import DataKey, key_id_of, open_sealed
 from stores.errors import CiphertextInvalid
-from stores.identity import session_ref
+from stores.identity import session_digest, session_ref
+from stores.tombstones import open_session_id
 
 if TYPE_CHECKING:
     from mypy_boto3_kms import KMSClient
@@ -56,7 +57,8 @@ def _chunks(items: Sequence[Any]) -> list[list[Any]]:
 
 
 class VerifierReads:
-    def __init__(self, pool: ConnectionPool, s3: S3Client, kms: KMSClient, artifact_bucket: str) -> None:
+    def __init__(self, pool: ConnectionPool, s3: S3Client, kms: KMSClient, artifact_bucket: str, secret: bytes) -> None:
+        self._secret = secret
         self._pool = pool
         self._s3 = s3
         self._kms = kms
@@ -95,9 +97,26 @@ class VerifierReads:
         return found
 
     def tombstoned_sessions(self, subject: str) -> set[str]:
+        """The keyed digests of the subject's session tombstones."""
         with self._pool.connection() as conn:
-            rows = conn.execute("SELECT session_id FROM session_tombstones WHERE subject_key = %s", (subject,))
+            rows = conn.execute("SELECT session_digest FROM session_tombstones WHERE subject_key = %s", (subject,))
             return {r[0] for r in rows.fetchall()}
+
+    def erased_session_ids(self, subject: str, digests: Sequence[str]) -> list[str]:
+        """The session ids behind these digests, opened from the subject's tombstones (an id whose opened
+        value does not hash back to its digest is not trusted)."""
+        wanted = set(digests)
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT session_digest, session_sealed FROM session_tombstones WHERE subject_key = %s", (subject,)
+            ).fetchall()
+        ids = []
+        for digest, sealed in rows:
+            if digest in wanted and sealed is not None:
+                sid = open_session_id(self._secret, subject, bytes(sealed))
+                if session_digest(self._secret, subject, sid) == digest:
+                    ids.append(sid)
+        return sorted(ids)
 
     # ----- artifacts ------------------------------------------------------------------------------
 

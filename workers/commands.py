@@ -42,6 +42,10 @@ def _migrate(_args: argparse.Namespace, settings: Settings) -> int:
 
     applied = prepare_database(settings.postgres_url)
     print(f"migrations: {'applied ' + ', '.join(map(str, applied)) if applied else 'up to date'}")
+    with _platform(settings) as platform:
+        rekeyed = platform.ledger.rekey_legacy()
+    if rekeyed:
+        print(f"session tombstones re-keyed (session ids hashed and sealed): {rekeyed}")
     return 0
 
 

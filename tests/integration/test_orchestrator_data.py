@@ -97,3 +97,49 @@ async def test_captures_are_destroyed_and_free_text_is_sealed(saga: SagaHarness)
     assert "canary scan not run" in memory.detail
     keys = next(c for c in again.checks if c.check == "keys")
     assert "destroyed after completion" in keys.detail
+
+
+async def test_session_ids_are_never_kept_in_clear(saga: SagaHarness) -> None:
+    """Tombstones, the request record and the tombstone journal name sessions by keyed hash (sealed copies
+    serve the sweeps' lookups); the fence and re-ingest refusal still work through the hash."""
+    app = "keeps-no-session-ids"
+    users = user_ids(2, 142, prefix="nosid")
+    report = await saga.seed(app, users, "small", 142)
+    session_ids = report.users[0].session_ids
+    assert session_ids
+    result = await saga.erase(app, users[0])
+    assert result.status == "completed"
+    sk = subject_key(saga.platform.config.subject_secret, app, users[0])
+    with saga.platform.pool.connection() as conn:
+        tombstones = conn.execute("SELECT * FROM session_tombstones WHERE subject_key = %s", (sk,)).fetchall()
+        record = conn.execute(
+            "SELECT record::text FROM erasure_requests WHERE request_id = %s", (result.request_id,)
+        ).fetchone()
+    journal = saga.platform.s3.get_object(
+        Bucket=saga.platform.config.receipt_bucket, Key=f"tombstones/{result.request_id}.json"
+    )["Body"].read()
+    stored = "\n".join([repr(tombstones), repr(record), journal.decode()])
+    assert len(tombstones) == len(session_ids)
+    for sid in session_ids:
+        assert sid not in stored, "a session id is kept in clear"
+        assert saga.platform.ledger.session_erased(sk, sid)  # matched by its keyed hash
+    assert sorted(saga.platform.ledger.sessions_of(sk)) == sorted(session_ids)  # the sweeps can still open them
+
+
+async def test_tombstones_written_in_clear_before_are_rekeyed(saga: SagaHarness) -> None:
+    sk = subject_key(saga.platform.config.subject_secret, "legacy-tombstones", "someone-143")
+    with saga.platform.pool.connection() as conn:
+        conn.execute(
+            "INSERT INTO session_tombstones (subject_key, session_id, app_name, request_id) "
+            "VALUES (%s, 'legacy-session-143', 'legacy-tombstones', 'er_legacy')",
+            (sk,),
+        )
+    assert saga.platform.ledger.rekey_legacy() >= 1
+    assert saga.platform.ledger.rekey_legacy() == 0  # idempotent
+    with saga.platform.pool.connection() as conn:
+        rows = conn.execute("SELECT session_id, session_digest FROM session_tombstones WHERE subject_key = %s", (sk,))
+        [(clear, digest)] = rows.fetchall()
+    assert clear is None
+    assert digest.startswith("sd_")
+    assert saga.platform.ledger.session_erased(sk, "legacy-session-143")
+    assert saga.platform.ledger.sessions_of(sk) == ["legacy-session-143"]

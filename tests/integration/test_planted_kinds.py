@@ -27,7 +27,7 @@ from temporalio import activity
 from activities.support import translate_errors
 from activities.sweep import SweepActivities
 from stores.artifacts import artifact_prefix
-from stores.identity import session_ref, subject_key
+from stores.identity import session_digest, session_ref, subject_key
 from stores.logs import LogLine
 from stores.memory import NewMemory
 from stores.platform import Platform
@@ -211,7 +211,10 @@ PLANTS: dict[str, tuple[Plant, set[str]]] = {
     ),
     "fence, a session tombstone removed": (
         lambda p, t, r: _sql(
-            p, "DELETE FROM session_tombstones WHERE subject_key = %s AND session_id = %s", t.subject, t.sessions[0]
+            p,
+            "DELETE FROM session_tombstones WHERE subject_key = %s AND session_digest = %s",
+            t.subject,
+            session_digest(p.config.subject_secret, t.subject, t.sessions[0]),
         ),
         {"fence"},
     ),

@@ -74,6 +74,12 @@ def setup(settings: Settings, echo: Echo) -> None:
     """Everything after the processes are healthy: migrations, buckets, key, search attributes."""
     applied = prepare_database(settings.postgres_url)
     echo(f"  migrations: {'applied ' + ', '.join(map(str, applied)) if applied else 'up to date'}")
+    from workers.wiring import build_platform
+
+    with build_platform(settings) as platform:
+        rekeyed = platform.ledger.rekey_legacy()
+    if rekeyed:
+        echo(f"  session tombstones re-keyed: {rekeyed}")
     ensure_buckets(settings)
     echo(f"  buckets: {', '.join(bucket_plan(settings))}")
     echo(f"  kms key: {resolve_kms_key_id(settings)}")
