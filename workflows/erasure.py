@@ -451,6 +451,9 @@ class ErasureWorkflow:
         self._set_status(status, "lift_fence")
         await self._lift_fence_step(step)
         self._set_status(status, "receipt")
+        return await self._receipt(inp, status, now, verifications)
+
+    async def _receipt(self, inp: ErasureInput, status: str, now: str, verifications: list[VerifyResult]) -> ReceiptRef:
         ref = await call(
             Activities.RECEIPT,
             ReceiptInput(
@@ -529,12 +532,4 @@ class ErasureWorkflow:
         await call_void(Activities.FINISH, FinishInput(inp.request_id, inp.subject_key, inp.app_name, status, now))
         if status == "failed":
             return None
-        ref = await call(
-            Activities.RECEIPT,
-            ReceiptInput(
-                inp.request_id, inp.subject_key, inp.app_name, status, now, list(self._steps.values()), verifications
-            ),
-            ReceiptRef,
-        )
-        self._set_status(status, "done")
-        return ref
+        return await self._receipt(inp, status, now, verifications)
