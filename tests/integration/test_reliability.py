@@ -74,6 +74,7 @@ async def test_many_concurrent_late_writers(saga: SagaHarness) -> None:
     stop = asyncio.Event()
     bypass_written = service_attempts = 0
     refused_before = saga.platform.memory_service.refused["user_fenced"]
+    refused_in_insert_before = saga.platform.memory_service.inner.refused_in_insert
 
     async def through_service(n: int) -> None:
         nonlocal service_attempts
@@ -104,6 +105,8 @@ async def test_many_concurrent_late_writers(saga: SagaHarness) -> None:
     assert result.status == "completed"
     steps = {s.name: s.counts for s in result.steps}
     refused = saga.platform.memory_service.refused["user_fenced"] - refused_before
+    # a write that passed the early check while the fence went up is refused by the INSERT itself (counted apart)
+    refused += saga.platform.memory_service.inner.refused_in_insert - refused_in_insert_before
     accepted = service_attempts - refused  # service writes that landed before the fence went up
     late_rows = steps["memory"]["rows"] - len(report.users[0].memory_ids) + steps["sweep"]["memory_rows"]
     assert late_rows == bypass_written + accepted  # every late row was erased by the main pass or the sweep
