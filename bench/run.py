@@ -317,7 +317,7 @@ async def measure(plan: Plan, settings: Settings) -> tuple[Figures, Erasure | No
     watch_boto(platform.kms, "kms", counter)
     queue = f"bench-{uuid.uuid4().hex[:8]}"
     ceiling_queue = queue + "-ceiling"
-    settings = dataclasses.replace(settings, task_queue=queue)
+    settings = settings.model_copy(update={"task_queue": queue})
     client = await connect(settings, secrets)
     worker = build_worker(client, queue, platform, secrets.signing_key)
     ceiling_worker = Worker(

@@ -142,11 +142,12 @@ def serve(settings: Settings, port: int, host: str = "127.0.0.1") -> None:
 
     from workers.local_secrets import load_secrets
 
-    if not settings.codec_token:
+    token = settings.secret_value("codec_token")
+    if not token:
         raise ConfigError("ERASURE_CODEC_TOKEN is not set: the codec server decodes history only for callers with it")
     app = create_app(
         EncryptionCodec(load_secrets(settings).payload_key),
-        token=settings.codec_token,
+        token=token,
         ui_url=settings.ui_url,
         allowed_hosts=[f"{host}:{port}", host, f"localhost:{port}", "localhost"],
     )

@@ -1,4 +1,7 @@
-"""Secrets: from the environment (production), or from the local stack's secrets file.
+"""Secrets: from their variables or ``*_FILE`` files (``workers/settings.py``), or the local secrets file.
+
+In production mode (``ERASURE_MODE=production``) the local secrets file is never read nor created: the
+settings already refused to start without every secret.
 
 Nothing generates a secret on the side. ``create_local_secrets`` is called by ``erasure stack up`` (and the
 test fixtures) only: it writes ``$ERASURE_STATE_DIR/secrets.json`` once, with ``O_EXCL | O_NOFOLLOW`` and
@@ -81,6 +84,10 @@ def _read_file(path: Path) -> dict[str, str] | None:
 
 def create_local_secrets(settings: Settings) -> Secrets:
     """The local stack's secrets, generated into the state dir the first time (``erasure stack up``)."""
+    if settings.production:
+        raise ConfigError(
+            "ERASURE_MODE=production never creates secrets: give them through their variables or *_FILE files"
+        )
     path = secrets_file(settings)
     if _read_file(path) is None:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -98,8 +105,11 @@ def create_local_secrets(settings: Settings) -> Secrets:
 
 def load_secrets(settings: Settings) -> Secrets:
     """Each secret from its variable, else from the local secrets file; a clear error when neither has it."""
-    values: dict[str, str] = {name: getattr(settings, name) for name in _LENGTHS}
-    where = {name: _ENV[name] for name in _LENGTHS}
+    values: dict[str, str] = {name: settings.secret_value(name) for name in _LENGTHS}
+    where = {name: settings.source_of(name) for name in _LENGTHS}
+    if not all(values.values()) and settings.production:
+        unset = next(_ENV[n] for n in _LENGTHS if not values[n])
+        raise ConfigError(f"{unset} is not set (nor {unset}_FILE); production mode never reads a local secrets file")
     if not all(values.values()):
         path = secrets_file(settings)
         stored = _read_file(path)

@@ -1,161 +1,285 @@
-"""One typed settings object, read from ``ERASURE_*`` environment variables.
+"""One typed settings object, read from ``ERASURE_*`` environment variables (pydantic-settings).
 
-Every field names its variable, default and meaning in ``SETTINGS_DOC`` so the README table and the
-deploy manifests can be checked against it by the tests.
+Every field's variable is ``ERASURE_`` + its name in capitals; its description is the README table's
+meaning, and ``json_schema_extra={"required_in_production": True}`` marks what production mode insists on.
+``settings_doc()`` lists them all, and the tests check the README table and the deploy files against it.
+
+Two modes (``ERASURE_MODE``):
+
+- ``local`` (default): empty endpoints mean the embedded local stack, and secrets left empty are read from
+  the local stack's secrets file (``workers/local_secrets.py``).
+- ``production``: every field marked required must be set, every secret must come from its variable or from
+  the file its ``*_FILE`` variable names (a Kubernetes secret volume, say), and the local secrets file is
+  never read or created.
+
+Secrets are ``SecretStr`` (``**********`` in repr, str and errors). A secret read from ``ERASURE_X_FILE``
+lands in field ``x`` (the file is read once, when the settings are built). A bad value becomes one
+``ConfigError`` line naming the variable, never a traceback and never the secret's value.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+import re
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from workers.errors import ConfigError
 
+PREFIX = "ERASURE_"
+_REQUIRED: dict[str, Any] = {"required_in_production": True}
 
-def _env(name: str, default: str, help_: str, *, required_in_production: bool = False) -> Any:
-    return field(
-        default=default,
-        metadata={"env": name, "help": help_, "required_in_production": required_in_production},
-    )
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+#: secret field -> the field naming a file that may hold it instead (``ERASURE_<SECRET>_FILE``)
+SECRET_FILES: dict[str, str] = {
+    "database_url": "database_url_file",
+    "subject_key_secret": "subject_key_secret_file",
+    "signing_key": "signing_key_file",
+    "payload_key": "payload_key_file",
+    "codec_token": "codec_token_file",
+}
+
+#: secrets that are 32 random bytes written as 64 hex digits
+HEX_SECRETS = ("subject_key_secret", "signing_key", "payload_key")
+
+_environ: ContextVar[Mapping[str, str] | None] = ContextVar("erasure_settings_environ", default=None)
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Raw settings as strings; typed accessors below parse and validate them."""
+def var(name: str) -> str:
+    """The environment variable of field ``name``."""
+    return PREFIX + name.upper()
 
-    state_dir: str = _env("ERASURE_STATE_DIR", ".state", "Directory for local stack data, pids, logs and secrets.")
-    temporal_address: str = _env(
-        "ERASURE_TEMPORAL_ADDRESS",
-        "",
-        "host:port of an external Temporal frontend. Empty: the local dev server on ERASURE_TEMPORAL_PORT.",
-        required_in_production=True,
+
+class _MappingEnvSource(EnvSettingsSource):
+    """The environment source, reading the mapping given to ``Settings.from_env`` (``os.environ`` by default)."""
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        environ = _environ.get()
+        env = os.environ if environ is None else environ
+        return {k.lower(): v for k, v in env.items()}
+
+
+def _file_help(secret: str) -> str:
+    return f"File holding {var(secret)} (a mounted secret); set one of the two, not both."
+
+
+class Settings(BaseSettings):
+    """Every setting of the worker and the CLI; typed accessors below derive endpoints and ports."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=PREFIX, frozen=True, extra="forbid", case_sensitive=False, validate_default=True
     )
-    temporal_port: str = _env("ERASURE_TEMPORAL_PORT", "7233", "Port of the local Temporal dev server (gRPC).")
-    temporal_ui_port: str = _env("ERASURE_TEMPORAL_UI_PORT", "8233", "Port of the local Temporal web UI.")
-    temporal_ui_url: str = _env(
-        "ERASURE_TEMPORAL_UI_URL", "", "Base URL of Temporal UI for links. Empty: the local UI's URL."
+
+    mode: Literal["local", "production"] = Field(
+        default="local",
+        description="local (the embedded stack, secrets from the local secrets file) or production (every "
+        "required setting and secret must be given; the local secrets file is never read or created).",
     )
-    temporal_namespace: str = _env("ERASURE_TEMPORAL_NAMESPACE", "default", "Temporal namespace.")
-    task_queue: str = _env("ERASURE_TASK_QUEUE", "erasure", "Task queue of the erasure worker.")
-    database_url: str = _env(
-        "ERASURE_DATABASE_URL",
-        "",
-        "Postgres URL of the platform stores. Empty: the embedded pgserver on ERASURE_PG_PORT.",
-        required_in_production=True,
+    state_dir: str = Field(default=".state", description="Directory for local stack data, pids, logs and secrets.")
+    temporal_address: str = Field(
+        default="",
+        description="host:port of an external Temporal frontend. Empty: the local dev server on ERASURE_TEMPORAL_PORT.",
+        json_schema_extra=_REQUIRED,
     )
-    pg_port: str = _env("ERASURE_PG_PORT", "55432", "Port of the embedded Postgres.")
-    s3_endpoint: str = _env(
-        "ERASURE_S3_ENDPOINT",
-        "",
-        "S3 endpoint URL. Empty: the local SeaweedFS on ERASURE_S3_PORT (AWS S3 needs 'aws').",
-        required_in_production=True,
+    temporal_port: Port = Field(default=7233, description="Port of the local Temporal dev server (gRPC).")
+    temporal_ui_port: Port = Field(default=8233, description="Port of the local Temporal web UI.")
+    temporal_ui_url: str = Field(
+        default="", description="Base URL of Temporal UI for links. Empty: the local UI's URL."
     )
-    s3_port: str = _env(
-        "ERASURE_S3_PORT", "8333", "Port of the local SeaweedFS S3 gateway (its other ports follow it)."
+    temporal_namespace: str = Field(default="default", min_length=1, description="Temporal namespace.")
+    task_queue: str = Field(default="erasure", min_length=1, description="Task queue of the erasure worker.")
+    database_url: SecretStr = Field(
+        default=SecretStr(""),
+        description="Postgres URL of the platform stores (a secret: it may hold a password). Empty: the "
+        "embedded pgserver on ERASURE_PG_PORT.",
+        json_schema_extra=_REQUIRED,
     )
-    s3_region: str = _env("ERASURE_S3_REGION", "us-east-1", "Region for S3 and KMS clients.")
-    artifact_bucket: str = _env("ERASURE_ARTIFACT_BUCKET", "erasure-artifacts", "Bucket of agent artifacts.")
-    log_bucket: str = _env("ERASURE_LOG_BUCKET", "erasure-logs", "Bucket of the shipped log archive.")
-    receipt_bucket: str = _env("ERASURE_RECEIPT_BUCKET", "erasure-receipts", "Bucket receipts are exported to.")
-    kms_endpoint: str = _env(
-        "ERASURE_KMS_ENDPOINT",
-        "",
-        "KMS endpoint URL. Empty: the local moto KMS on ERASURE_KMS_PORT; 'aws' for real AWS KMS.",
-        required_in_production=True,
+    database_url_file: str = Field(default="", description=_file_help("database_url"))
+    pg_port: Port = Field(default=55432, description="Port of the embedded Postgres.")
+    pool_size: int = Field(default=8, ge=1, le=1000, description="Postgres connections per process (pool maximum).")
+    pool_timeout_seconds: float = Field(
+        default=5.0, gt=0, le=3600, description="Seconds to wait for a pooled Postgres connection before failing."
     )
-    kms_port: str = _env("ERASURE_KMS_PORT", "4599", "Port of the local KMS endpoint.")
-    kms_key_id: str = _env(
-        "ERASURE_KMS_KEY_ID",
-        "",
-        "KMS key that wraps per-user data keys. Empty: the key created by 'erasure stack up'.",
-        required_in_production=True,
+    s3_endpoint: str = Field(
+        default="",
+        description="S3 endpoint URL. Empty: the local SeaweedFS on ERASURE_S3_PORT (AWS S3 needs 'aws').",
+        json_schema_extra=_REQUIRED,
     )
-    ingestion_delay_seconds: str = _env(
-        "ERASURE_INGESTION_DELAY_SECONDS",
-        "3600",
-        "Longest ingestion delay: the durable wait before the second sweep.",
+    s3_port: Port = Field(
+        default=8333, description="Port of the local SeaweedFS S3 gateway (its other ports follow it)."
     )
-    due_days: str = _env("ERASURE_DUE_DAYS", "30", "Days from receipt to a request's due date.")
-    subject_key_secret: str = _env(
-        "ERASURE_SUBJECT_KEY_SECRET",
-        "",
-        "Hex secret keying the pseudonymous subject key. Empty: from the local secrets file ('erasure stack up').",
-        required_in_production=True,
+    s3_region: str = Field(default="us-east-1", min_length=1, description="Region for S3 and KMS clients.")
+    artifact_bucket: str = Field(default="erasure-artifacts", min_length=1, description="Bucket of agent artifacts.")
+    log_bucket: str = Field(default="erasure-logs", min_length=1, description="Bucket of the shipped log archive.")
+    receipt_bucket: str = Field(
+        default="erasure-receipts", min_length=1, description="Bucket receipts are exported to."
     )
-    signing_key: str = _env(
-        "ERASURE_SIGNING_KEY",
-        "",
-        "Hex Ed25519 private key (32 bytes) signing receipts. Empty: from the local secrets file ('erasure stack up').",
-        required_in_production=True,
+    s3_delete_batch: int = Field(
+        default=1000,
+        ge=1,
+        le=1000,
+        description="Keys per S3 DeleteObjects request (1-1000; lower for rate-limited stores).",
     )
-    payload_key: str = _env(
-        "ERASURE_PAYLOAD_KEY",
-        "",
-        "Hex AES-256 key of the Temporal payload codec. Empty: from the local secrets file ('erasure stack up').",
-        required_in_production=True,
+    kms_endpoint: str = Field(
+        default="",
+        description="KMS endpoint URL. Empty: the local moto KMS on ERASURE_KMS_PORT; 'aws' for real AWS KMS.",
+        json_schema_extra=_REQUIRED,
     )
-    codec_token: str = _env(
-        "ERASURE_CODEC_TOKEN",
-        "",
-        "Bearer token (32+ characters) the codec server requires. Empty: 'erasure codec-server' refuses to start.",
+    kms_port: Port = Field(default=4599, description="Port of the local KMS endpoint.")
+    kms_key_id: str = Field(
+        default="",
+        description="KMS key that wraps per-user data keys. Empty: the key created by 'erasure stack up'.",
+        json_schema_extra=_REQUIRED,
     )
-    log_format: str = _env("ERASURE_LOG_FORMAT", "auto", "Log output: auto (console on a terminal), json or console.")
-    metrics_port: str = _env("ERASURE_METRICS_PORT", "0", "Prometheus metrics port of the worker (0: off).")
-    sweep_interval_minutes: str = _env(
-        "ERASURE_SWEEP_INTERVAL_MINUTES", "60", "How often the scheduled late-writer sweep runs."
+    per_user_kms_keys: bool = Field(
+        default=False,
+        description="true: each subject's data keys are wrapped by a KMS key of its own, scheduled for deletion "
+        "by the erasure.",
     )
-    sweep_lookback_hours: str = _env(
-        "ERASURE_SWEEP_LOOKBACK_HOURS", "720", "The sweep checks every subject erased within this many hours."
+    key_cache_ttl_seconds: float = Field(
+        default=30.0, ge=0, le=86400, description="Seconds an unwrapped data key stays cached in memory (0: no cache)."
     )
-    s3_delete_batch: str = _env(
-        "ERASURE_S3_DELETE_BATCH", "1000", "Keys per S3 DeleteObjects request (1-1000; lower for rate-limited stores)."
+    ingestion_delay_seconds: int = Field(
+        default=3600, ge=0, description="Longest ingestion delay: the durable wait before the second sweep."
     )
-    chaos_pause_ms: str = _env(
-        "ERASURE_CHAOS_PAUSE_MS",
-        "0",
-        "Crash drills only: pause after every heartbeat so a kill lands inside a batched step.",
+    due_days: int = Field(default=30, ge=1, description="Days from receipt to a request's due date.")
+    subject_key_secret: SecretStr = Field(
+        default=SecretStr(""),
+        description="Hex secret keying the pseudonymous subject key. Empty: from the local secrets file "
+        "('erasure stack up').",
+        json_schema_extra=_REQUIRED,
+    )
+    subject_key_secret_file: str = Field(default="", description=_file_help("subject_key_secret"))
+    signing_key: SecretStr = Field(
+        default=SecretStr(""),
+        description="Hex Ed25519 private key (32 bytes) signing receipts. Empty: from the local secrets file "
+        "('erasure stack up').",
+        json_schema_extra=_REQUIRED,
+    )
+    signing_key_file: str = Field(default="", description=_file_help("signing_key"))
+    payload_key: SecretStr = Field(
+        default=SecretStr(""),
+        description="Hex AES-256 key of the Temporal payload codec. Empty: from the local secrets file "
+        "('erasure stack up').",
+        json_schema_extra=_REQUIRED,
+    )
+    payload_key_file: str = Field(default="", description=_file_help("payload_key"))
+    codec_token: SecretStr = Field(
+        default=SecretStr(""),
+        description="Bearer token (32+ characters) the codec server requires. Empty: 'erasure codec-server' "
+        "refuses to start.",
+    )
+    codec_token_file: str = Field(default="", description=_file_help("codec_token"))
+    log_format: Literal["auto", "json", "console"] = Field(
+        default="auto", description="Log output: auto (console on a terminal), json or console."
+    )
+    metrics_port: int = Field(default=0, ge=0, le=65535, description="Prometheus metrics port of the worker (0: off).")
+    sweep_interval_minutes: int = Field(default=60, ge=1, description="How often the scheduled late-writer sweep runs.")
+    sweep_lookback_hours: int = Field(
+        default=720, ge=1, description="The sweep checks every subject erased within this many hours."
+    )
+    chaos_pause_ms: int = Field(
+        default=0,
+        ge=0,
+        description="Crash drills only: pause after every heartbeat so a kill lands inside a batched step.",
     )
 
     # ----- construction -------------------------------------------------------------------------
 
     @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, _MappingEnvSource(settings_cls))
+
+    @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        env = os.environ if environ is None else environ
-        values: dict[str, str] = {f.name: env.get(f.metadata["env"], str(f.default)) for f in fields(cls)}
-        settings = cls(**values)
-        settings.validate()
-        return settings
-
-    def validate(self) -> None:
-        for name in ("temporal_port", "temporal_ui_port", "pg_port", "s3_port", "kms_port", "metrics_port"):
-            port = self._int(name)
-            if not 0 <= port <= 65535 or (port == 0 and name != "metrics_port"):
-                raise ConfigError(f"{self._var(name)} must be a port number, got {getattr(self, name)!r}")
-        if self.ingestion_delay < 0:
-            raise ConfigError("ERASURE_INGESTION_DELAY_SECONDS must not be negative")
-        if self.sweep_interval <= 0 or self.sweep_lookback <= 0:
-            raise ConfigError("ERASURE_SWEEP_INTERVAL_MINUTES and ERASURE_SWEEP_LOOKBACK_HOURS must be positive")
-        if not 1 <= self._int("s3_delete_batch") <= 1000:
-            raise ConfigError("ERASURE_S3_DELETE_BATCH must be between 1 and 1000")
-        if self.due_days_int <= 0:
-            raise ConfigError("ERASURE_DUE_DAYS must be positive")
-        if self.log_format not in ("auto", "json", "console"):
-            raise ConfigError("ERASURE_LOG_FORMAT must be auto, json or console")
-
-    def _var(self, name: str) -> str:
-        return str(next(f.metadata["env"] for f in fields(self) if f.name == name))
-
-    def _int(self, name: str) -> int:
-        raw = getattr(self, name)
+        """The settings from ``environ`` (default ``os.environ``); a ``ConfigError`` naming the variable."""
+        token = _environ.set(environ)
         try:
-            return int(raw)
-        except ValueError:
-            raise ConfigError(f"{self._var(name)} must be an integer, got {raw!r}") from None
+            return cls()
+        except ValidationError as exc:
+            raise ConfigError(_one_line(exc)) from None
+        finally:
+            _environ.reset(token)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_secret_files(cls, data: Any) -> Any:
+        """``ERASURE_X_FILE`` -> field ``x``: read once, here; missing, unreadable or empty is an error."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for secret, file_field in SECRET_FILES.items():
+            path = str(data.get(file_field) or "")
+            if not path:
+                continue
+            given = data.get(secret)
+            if isinstance(given, SecretStr):
+                given = given.get_secret_value()
+            if given:
+                raise ConfigError(f"set {var(secret)} or {var(file_field)}, not both")
+            try:
+                value = Path(path).read_text(encoding="utf-8").strip()
+            except (OSError, UnicodeDecodeError) as exc:
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+                raise ConfigError(f"{var(file_field)}: cannot read {path}: {reason}") from None
+            if not value:
+                raise ConfigError(f"{var(file_field)}: {path} is empty")
+            data[secret] = value
+        return data
+
+    @model_validator(mode="after")
+    def _check(self) -> Settings:
+        for name in HEX_SECRETS:
+            value = self.secret_value(name)
+            if value and not re.fullmatch(r"[0-9a-fA-F]{64}", value):
+                raise ConfigError(f"{var(name)}{self._from(name)} must be 32 bytes (64 hex digits)")
+        if self.mode == "production":
+            missing = [var(name) for name in required_in_production() if not self._plain(name)]
+            if missing:
+                raise ConfigError(
+                    f"ERASURE_MODE=production requires {', '.join(missing)} (secrets may come from the "
+                    "matching *_FILE variable); nothing is read from or created in the state directory"
+                )
+        return self
+
+    def source_of(self, name: str) -> str:
+        """Where secret ``name`` came from, for error messages: its variable, or the file variable."""
+        file_field = SECRET_FILES.get(name)
+        return var(file_field) if file_field and getattr(self, file_field) else var(name)
+
+    def _from(self, name: str) -> str:
+        file_field = SECRET_FILES.get(name)
+        return f" (from {var(file_field)})" if file_field and getattr(self, file_field) else ""
+
+    def secret_value(self, name: str) -> str:
+        """The plain value of secret field ``name`` (empty when unset): for the code that uses it, never to log."""
+        value = getattr(self, name)
+        assert isinstance(value, SecretStr)
+        return value.get_secret_value()
+
+    def _plain(self, name: str) -> str:
+        value = getattr(self, name)
+        return value.get_secret_value() if isinstance(value, SecretStr) else str(value)
 
     # ----- typed accessors ----------------------------------------------------------------------
+
+    @property
+    def production(self) -> bool:
+        return self.mode == "production"
 
     @property
     def state_path(self) -> Path:
@@ -167,7 +291,7 @@ class Settings:
 
     @property
     def embedded_postgres(self) -> bool:
-        return not self.database_url
+        return not self.database_url.get_secret_value()
 
     @property
     def embedded_s3(self) -> bool:
@@ -179,73 +303,139 @@ class Settings:
 
     @property
     def temporal_target(self) -> str:
-        return self.temporal_address or f"127.0.0.1:{self._int('temporal_port')}"
+        return self.temporal_address or f"127.0.0.1:{self.temporal_port}"
 
     @property
     def ui_url(self) -> str:
         if self.temporal_ui_url:
             return self.temporal_ui_url.rstrip("/")
-        return f"http://127.0.0.1:{self._int('temporal_ui_port')}"
+        return f"http://127.0.0.1:{self.temporal_ui_port}"
 
     @property
     def postgres_url(self) -> str:
-        return self.database_url or f"postgresql://postgres@127.0.0.1:{self._int('pg_port')}/postgres"
+        return self.database_url.get_secret_value() or f"postgresql://postgres@127.0.0.1:{self.pg_port}/postgres"
 
     @property
     def s3_url(self) -> str | None:
         """Endpoint for boto3: ``None`` means AWS's own."""
         if self.s3_endpoint == "aws":
             return None
-        return self.s3_endpoint or f"http://127.0.0.1:{self._int('s3_port')}"
+        return self.s3_endpoint or f"http://127.0.0.1:{self.s3_port}"
 
     @property
     def kms_url(self) -> str | None:
         if self.kms_endpoint == "aws":
             return None
-        return self.kms_endpoint or f"http://127.0.0.1:{self._int('kms_port')}"
+        return self.kms_endpoint or f"http://127.0.0.1:{self.kms_port}"
 
     @property
     def ingestion_delay(self) -> int:
-        return self._int("ingestion_delay_seconds")
+        return self.ingestion_delay_seconds
 
     @property
     def due_days_int(self) -> int:
-        return self._int("due_days")
+        return self.due_days
 
     @property
     def ports(self) -> dict[str, int]:
         return {
-            "temporal": self._int("temporal_port"),
-            "temporal-ui": self._int("temporal_ui_port"),
-            "postgres": self._int("pg_port"),
-            "s3": self._int("s3_port"),
-            "kms": self._int("kms_port"),
+            "temporal": self.temporal_port,
+            "temporal-ui": self.temporal_ui_port,
+            "postgres": self.pg_port,
+            "s3": self.s3_port,
+            "kms": self.kms_port,
         }
 
     @property
     def sweep_interval(self) -> int:
-        return self._int("sweep_interval_minutes")
+        return self.sweep_interval_minutes
 
     @property
     def sweep_lookback(self) -> int:
-        return self._int("sweep_lookback_hours")
+        return self.sweep_lookback_hours
 
     @property
     def chaos_pause_seconds(self) -> float:
-        return self._int("chaos_pause_ms") / 1000.0
+        return self.chaos_pause_ms / 1000.0
 
     @property
     def metrics_port_int(self) -> int:
-        return self._int("metrics_port")
+        return self.metrics_port
 
     def env(self) -> dict[str, str]:
-        """The settings as environment variables (to hand to child processes)."""
-        return {f.metadata["env"]: str(getattr(self, f.name)) for f in fields(self)}
+        """The settings as environment variables (to hand to child processes).
+
+        Secrets are given by value (a child must not depend on the parent's files), so every ``*_FILE``
+        variable is emptied."""
+        result = {var(name): _env_value(self._plain(name)) for name in type(self).model_fields}
+        result.update({var(file_field): "" for file_field in SECRET_FILES.values()})
+        result.update({var(secret): self.secret_value(secret) for secret in SECRET_FILES})
+        return result
+
+
+def _env_value(value: str) -> str:
+    return {"True": "true", "False": "false"}.get(value, value)
+
+
+def _default_text(info: FieldInfo) -> str:
+    value = info.default
+    if isinstance(value, SecretStr):
+        value = value.get_secret_value()
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def _is_required(info: FieldInfo) -> bool:
+    extra = info.json_schema_extra
+    return isinstance(extra, dict) and extra.get("required_in_production") is True
+
+
+def required_in_production() -> Iterator[str]:
+    """Names of the fields production mode requires."""
+    return (name for name, info in Settings.model_fields.items() if _is_required(info))
 
 
 def settings_doc() -> list[tuple[str, str, str, bool]]:
     """(variable, default, meaning, required in production) for every setting."""
     return [
-        (f.metadata["env"], str(f.default), f.metadata["help"], f.metadata["required_in_production"])
-        for f in fields(Settings)
+        (var(name), _default_text(info), info.description or "", _is_required(info))
+        for name, info in Settings.model_fields.items()
     ]
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    kind = str(error.get("type", ""))
+    ctx = error.get("ctx") or {}
+    if kind in ("int_parsing", "int_type", "int_from_float"):
+        return "must be an integer"
+    if kind in ("float_parsing", "float_type"):
+        return "must be a number"
+    if kind in ("bool_parsing", "bool_type"):
+        return "must be true or false"
+    if kind == "greater_than_equal":
+        return f"must be at least {ctx.get('ge')}"
+    if kind == "greater_than":
+        return f"must be greater than {ctx.get('gt')}"
+    if kind == "less_than_equal":
+        return f"must be at most {ctx.get('le')}"
+    if kind == "string_too_short":
+        return "must not be empty"
+    if kind == "literal_error":
+        return f"must be {ctx.get('expected')}"
+    return str(error.get("msg", "is invalid")).lower()
+
+
+def _one_line(exc: ValidationError) -> str:
+    """One line naming each bad variable. Values are shown for plain settings only, never for secrets."""
+    parts = []
+    for error in exc.errors():
+        name = str(error["loc"][0]) if error.get("loc") else ""
+        where = var(name) if name else "settings"
+        shown = ""
+        if name and name not in SECRET_FILES and isinstance(error.get("input"), str):
+            shown = f", got {error['input']!r}"
+        parts.append(f"{where} {_describe(error)}{shown}")
+    return "; ".join(parts)

@@ -1,12 +1,38 @@
-"""Build the store layer from settings: one ``Platform`` per process, shared by its activities."""
+"""Build the store layer from settings: one ``Platform`` per process, shared by its activities.
+
+Production code: nothing here imports the local stack (``workers/stack``, psutil, pgserver, moto). The one
+local-only lookup, the KMS key that ``erasure stack up`` created, is imported lazily in local mode.
+"""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from stores.aws_clients import AwsEndpoints
 from stores.platform import Platform, PlatformConfig
+from workers.errors import ConfigError
 from workers.local_secrets import Secrets, load_secrets
 from workers.settings import Settings
-from workers.stack.launcher import resolve_kms_key_id
-from workers.stack.parts import aws_endpoints
+
+
+def aws_endpoints(settings: Settings) -> AwsEndpoints:
+    return AwsEndpoints(
+        s3_url=settings.s3_url,
+        kms_url=settings.kms_url,
+        region=settings.s3_region,
+        local=settings.embedded_s3 or settings.embedded_kms,
+    )
+
+
+def kms_key_id(settings: Settings) -> str:
+    """``ERASURE_KMS_KEY_ID``; in local mode only, when empty, the key ``erasure stack up`` created."""
+    if settings.kms_key_id:
+        return settings.kms_key_id
+    if settings.production:
+        raise ConfigError("ERASURE_KMS_KEY_ID is not set (required in production)")
+    from workers.stack.launcher import resolve_kms_key_id  # local stack only
+
+    return resolve_kms_key_id(settings)
 
 
 def platform_config(settings: Settings, secrets: Secrets | None = None, **overrides: object) -> PlatformConfig:
@@ -17,13 +43,15 @@ def platform_config(settings: Settings, secrets: Secrets | None = None, **overri
         artifact_bucket=settings.artifact_bucket,
         log_bucket=settings.log_bucket,
         receipt_bucket=settings.receipt_bucket,
-        kms_key_id=resolve_kms_key_id(settings),
+        kms_key_id=kms_key_id(settings),
         subject_secret=secrets.subject_key_secret,
-        s3_delete_batch=int(settings.s3_delete_batch),
+        pool_size=settings.pool_size,
+        pool_timeout=settings.pool_timeout_seconds,
+        key_cache_ttl=settings.key_cache_ttl_seconds,
+        per_user_kms_keys=settings.per_user_kms_keys,
+        s3_delete_batch=settings.s3_delete_batch,
     )
     if overrides:
-        from dataclasses import replace
-
         config = replace(config, **overrides)  # type: ignore[arg-type]
     return config
 

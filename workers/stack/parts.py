@@ -13,10 +13,11 @@ from pathlib import Path
 
 import psycopg
 
-from stores.aws_clients import AwsEndpoints, kms_client, s3_client
+from stores.aws_clients import kms_client, s3_client
 from workers.errors import StackError
 from workers.settings import Settings
 from workers.stack.process import ManagedProcess, port_answers
+from workers.wiring import aws_endpoints as aws_endpoints  # re-exported; it lives with the production wiring
 
 BIN_DIR = Path(sys.executable).parent
 
@@ -30,15 +31,6 @@ def find_binary(name: str) -> str:
     if not found:
         raise StackError(f"binary '{name}' not found; run 'make install' (pip install -e '.[dev]')")
     return found
-
-
-def aws_endpoints(settings: Settings) -> AwsEndpoints:
-    return AwsEndpoints(
-        s3_url=settings.s3_url,
-        kms_url=settings.kms_url,
-        region=settings.s3_region,
-        local=settings.embedded_s3 or settings.embedded_kms,
-    )
 
 
 @dataclass(frozen=True)
