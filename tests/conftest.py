@@ -8,7 +8,6 @@ time-skipping environment from the ``temporal-test-server`` binary. Tear-down st
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import uuid
@@ -119,7 +118,7 @@ async def erasure_client(temporal_env: WorkflowEnvironment, local_stack: Setting
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def saga(erasure_client: Client, platform: Platform, local_stack: Settings) -> AsyncIterator[SagaHarness]:
     """An in-process worker running every workflow and activity on its own task queue."""
-    settings = dataclasses.replace(local_stack, task_queue=f"erasure-{uuid.uuid4().hex[:8]}")
+    settings = local_stack.model_copy(update={"task_queue": f"erasure-{uuid.uuid4().hex[:8]}"})
     worker = build_worker(erasure_client, settings.task_queue, platform, load_secrets(settings).signing_key)
     async with worker:
         yield SagaHarness(erasure_client, platform, settings)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from pathlib import Path
 
@@ -50,7 +49,7 @@ async def test_killed_workers_resume_and_the_erasure_completes(
     target, control = users
     await saga.seed(app, users, "typical", 51)
     control_before = user_snapshot(saga.platform, app, control)
-    settings = dataclasses.replace(local_stack, task_queue=f"crash-{uuid.uuid4().hex[:8]}")
+    settings = local_stack.model_copy(update={"task_queue": f"crash-{uuid.uuid4().hex[:8]}"})
     harness = SagaHarness(saga.client, saga.platform, settings)
     target_host = temporal_env.client.service_client.config.target_host
     filed = await harness.file(app, target, delay=3)

@@ -11,7 +11,6 @@ nothing about the receipt.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 import socket
 import sys
@@ -70,7 +69,7 @@ def replacing(base: type, method: str, activity_name: str, after: Callable[[Step
 @asynccontextmanager
 async def worker_with(saga: SagaHarness, replaced: type | None) -> AsyncIterator[SagaHarness]:
     """A worker on a fresh task queue where ``replaced`` stands in for the activity class it extends."""
-    settings = dataclasses.replace(saga.settings, task_queue=f"holds-{uuid.uuid4().hex[:8]}")
+    settings = saga.settings.model_copy(update={"task_queue": f"holds-{uuid.uuid4().hex[:8]}"})
     objects = activity_objects(saga.platform, load_secrets(settings).signing_key)
     if replaced is not None:
         objects = [replaced(saga.platform) if isinstance(o, replaced.__mro__[1]) else o for o in objects]

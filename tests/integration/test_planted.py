@@ -6,7 +6,6 @@ the final verification fails the matching check and the request ends ``verificat
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -124,7 +123,7 @@ async def test_verifier_catches_each_planted_under_deletion(saga: SagaHarness, p
     users = user_ids(2, 61, prefix=f"plant{component}")
     await saga.seed(app, users, "small", 61)
     platform = broken_platform(saga.platform, component)
-    settings = dataclasses.replace(saga.settings, task_queue=f"plant-{uuid.uuid4().hex[:8]}")
+    settings = saga.settings.model_copy(update={"task_queue": f"plant-{uuid.uuid4().hex[:8]}"})
     harness = SagaHarness(saga.client, platform, settings)
     try:
         async with build_worker(saga.client, settings.task_queue, platform, load_secrets(settings).signing_key):

@@ -12,7 +12,6 @@ failing. All plants run side by side on one worker.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -254,7 +253,7 @@ async def test_every_kind_of_leftover_fails_its_check(saga: SagaHarness) -> None
         segment = saga.platform.logs.ship([line], datetime(2020, 1, 1, tzinfo=UTC) + timedelta(minutes=n), 77)
         target = Target(seeded.user_id, sk, other, seeded.session_ids, seeded.signature_words, rows, segment)
         PlantingSweep.targets[sk] = (target, name)
-    settings = dataclasses.replace(saga.settings, task_queue=f"plant-kinds-{uuid.uuid4().hex[:8]}")
+    settings = saga.settings.model_copy(update={"task_queue": f"plant-kinds-{uuid.uuid4().hex[:8]}"})
     objects = [
         PlantingSweep(saga.platform) if isinstance(o, SweepActivities) else o
         for o in activity_objects(saga.platform, load_secrets(settings).signing_key)

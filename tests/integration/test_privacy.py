@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import uuid
 from pathlib import Path
@@ -83,7 +82,7 @@ async def test_no_personal_data_anywhere_in_the_orchestration(
     canaries = report.users[0].signature_words
     assert canaries
     queue = f"privacy-{uuid.uuid4().hex[:8]}"
-    settings = dataclasses.replace(local_stack, task_queue=queue)
+    settings = local_stack.model_copy(update={"task_queue": queue})
     worker = WorkerProcess(
         settings, temporal_env.client.service_client.config.target_host, tmp_path / "worker.log"
     ).start()

@@ -8,7 +8,6 @@ the worker's log (ours and the SDK's standard-library lines), the receipt or our
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import uuid
 from collections.abc import Sequence
 from functools import cached_property
@@ -63,7 +62,7 @@ def broken(base: Platform, sessions: type[SessionStore]) -> Platform:
 
 
 async def _run(saga: SagaHarness, platform: Platform, app: str, user: str) -> tuple[str, str]:
-    settings = dataclasses.replace(saga.settings, task_queue=f"pii-fail-{uuid.uuid4().hex[:8]}")
+    settings = saga.settings.model_copy(update={"task_queue": f"pii-fail-{uuid.uuid4().hex[:8]}"})
     harness = SagaHarness(saga.client, platform, settings)
     async with build_worker(saga.client, settings.task_queue, platform, load_secrets(settings).signing_key):
         filed = await harness.file(app, user)

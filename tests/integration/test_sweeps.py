@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import urllib.request
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -151,7 +150,7 @@ async def test_metrics_and_two_workers_sharing_a_task_queue(
     app = "scale-app"
     users = user_ids(8, 82, prefix="scale")
     await saga.seed(app, users, "small", 82)
-    settings = dataclasses.replace(saga.settings, task_queue=f"scale-{uuid.uuid4().hex[:8]}")
+    settings = saga.settings.model_copy(update={"task_queue": f"scale-{uuid.uuid4().hex[:8]}"})
     target = temporal_env.client.service_client.config.target_host
     port = free_port_block(1)
     workers = [

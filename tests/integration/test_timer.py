@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import uuid
 from datetime import timedelta
 
@@ -31,7 +30,7 @@ async def test_an_hour_long_ingestion_delay_then_the_second_sweep(
     time_skipping_env: WorkflowEnvironment, platform: Platform, local_stack: Settings
 ) -> None:
     env = time_skipping_env
-    settings = dataclasses.replace(local_stack, task_queue=f"ts-{uuid.uuid4().hex[:8]}")
+    settings = local_stack.model_copy(update={"task_queue": f"ts-{uuid.uuid4().hex[:8]}"})
     app = "timer-app"
     user = user_ids(1, 31)[0]
     await seed_platform(platform, app, [user], "small", 31)
@@ -67,7 +66,7 @@ async def test_a_year_long_hold_continues_as_new_and_then_completes(
 ) -> None:
     """A hold placed mid-saga (no signal) and held for a year: bounded runs, progress carried, then a receipt."""
     env = time_skipping_env
-    settings = dataclasses.replace(local_stack, task_queue=f"ts-{uuid.uuid4().hex[:8]}")
+    settings = local_stack.model_copy(update={"task_queue": f"ts-{uuid.uuid4().hex[:8]}"})
     app = "year-hold"
     user = user_ids(1, 32, prefix="yearhold")[0]
     await seed_platform(platform, app, [user], "small", 32)

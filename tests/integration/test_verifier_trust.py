@@ -86,7 +86,7 @@ async def wait_for_stage(saga: SagaHarness, request_id: str, step: str, state: s
 
 async def erase_with(saga: SagaHarness, platform: Platform, app: str, user: str, delay: int = 0) -> Any:
     """File and run one erasure on a worker of its own over ``platform`` (a planted store, say)."""
-    settings = dataclasses.replace(saga.settings, task_queue=f"trust-{uuid.uuid4().hex[:8]}")
+    settings = saga.settings.model_copy(update={"task_queue": f"trust-{uuid.uuid4().hex[:8]}"})
     harness = SagaHarness(saga.client, platform, settings)
     async with build_worker(saga.client, settings.task_queue, platform, load_secrets(settings).signing_key):
         return await harness.erase(app, user, delay)
@@ -183,7 +183,7 @@ async def test_verifier_catches_an_eraser_that_misses_a_summary_of_erased_facts(
     await saga.seed(app, [target, other], "small", 203)
     fact = await add_sessionless_fact(saga.platform, app, target, "my allergy is latex")
     planted = with_memory_eraser(saga.platform, ForgetsErasedRows)
-    settings = dataclasses.replace(saga.settings, task_queue=f"trust-{uuid.uuid4().hex[:8]}")
+    settings = saga.settings.model_copy(update={"task_queue": f"trust-{uuid.uuid4().hex[:8]}"})
     harness = SagaHarness(saga.client, planted, settings)
     try:
         async with build_worker(saga.client, settings.task_queue, planted, load_secrets(settings).signing_key):
