@@ -1,4 +1,8 @@
-"""boto3 clients for S3 and KMS, built from explicit endpoints (``None`` means AWS itself)."""
+"""boto3 clients for S3 and KMS, built from explicit endpoints (``None`` means AWS itself).
+
+``ca_bundle`` names a PEM file of the CA certificates that an HTTPS endpoint's certificate must chain to
+(an internal CA in front of an S3-compatible store or a KMS proxy); empty: the system's trust store.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ class AwsEndpoints:
     kms_url: str | None
     region: str
     local: bool  # local stack: static dummy credentials, path-style addressing
+    ca_bundle: str = ""  # PEM file of CA certificates for HTTPS endpoints ('': the system's trust store)
 
 
 _RETRIES = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=3, read_timeout=30)
@@ -29,6 +34,10 @@ def _key(ep: AwsEndpoints) -> str | None:
     return "local" if ep.local else None
 
 
+def _verify(ep: AwsEndpoints) -> str | None:
+    return ep.ca_bundle or None  # None: botocore verifies against its default trust store
+
+
 def s3_client(ep: AwsEndpoints) -> S3Client:
     config = _RETRIES.merge(Config(s3={"addressing_style": "path"})) if ep.local else _RETRIES
     return boto3.client(
@@ -36,6 +45,7 @@ def s3_client(ep: AwsEndpoints) -> S3Client:
         endpoint_url=ep.s3_url,
         region_name=ep.region,
         config=config,
+        verify=_verify(ep),
         aws_access_key_id=_key(ep),
         aws_secret_access_key=_key(ep),
     )
@@ -47,6 +57,7 @@ def kms_client(ep: AwsEndpoints) -> KMSClient:
         endpoint_url=ep.kms_url,
         region_name=ep.region,
         config=_RETRIES,
+        verify=_verify(ep),
         aws_access_key_id=_key(ep),
         aws_secret_access_key=_key(ep),
     )

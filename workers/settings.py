@@ -25,6 +25,7 @@ from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import quote
 
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic.fields import FieldInfo
@@ -44,6 +45,7 @@ SECRET_FILES: dict[str, str] = {
     "signing_key": "signing_key_file",
     "payload_key": "payload_key_file",
     "codec_token": "codec_token_file",
+    "temporal_api_key": "temporal_api_key_file",
 }
 
 #: secrets that are 32 random bytes written as 64 hex digits
@@ -94,6 +96,27 @@ class Settings(BaseSettings):
         default="", description="Base URL of Temporal UI for links. Empty: the local UI's URL."
     )
     temporal_namespace: str = Field(default="default", min_length=1, description="Temporal namespace.")
+    temporal_tls: bool = Field(
+        default=False,
+        description="true: connect to Temporal over TLS with the system's trust store (implied by any "
+        "ERASURE_TEMPORAL_TLS_* setting or an API key).",
+    )
+    temporal_tls_ca_file: str = Field(
+        default="", description="PEM file of the CA(s) the Temporal frontend's certificate must chain to."
+    )
+    temporal_tls_cert_file: str = Field(
+        default="", description="PEM client certificate for mTLS to Temporal (with ERASURE_TEMPORAL_TLS_KEY_FILE)."
+    )
+    temporal_tls_key_file: str = Field(
+        default="", description="PEM private key of the mTLS client certificate (a mounted secret file)."
+    )
+    temporal_tls_server_name: str = Field(
+        default="", description="Name the Temporal server's certificate must carry, when not the address's host."
+    )
+    temporal_api_key: SecretStr = Field(
+        default=SecretStr(""), description="Temporal Cloud API key (a secret; sent over TLS only, never logged)."
+    )
+    temporal_api_key_file: str = Field(default="", description=_file_help("temporal_api_key"))
     task_queue: str = Field(default="erasure", min_length=1, description="Task queue of the erasure worker.")
     database_url: SecretStr = Field(
         default=SecretStr(""),
@@ -102,6 +125,14 @@ class Settings(BaseSettings):
         json_schema_extra=_REQUIRED,
     )
     database_url_file: str = Field(default="", description=_file_help("database_url"))
+    database_sslmode: Literal["", "disable", "allow", "prefer", "require", "verify-ca", "verify-full"] = Field(
+        default="",
+        description="libpq sslmode added to the database URL (verify-full: TLS with the server's name checked). "
+        "Empty: the URL's own.",
+    )
+    database_sslrootcert: str = Field(
+        default="", description="PEM file of the CA(s) the Postgres server's certificate must chain to."
+    )
     pg_port: Port = Field(default=55432, description="Port of the embedded Postgres.")
     pool_size: int = Field(default=8, ge=1, le=1000, description="Postgres connections per process (pool maximum).")
     pool_timeout_seconds: float = Field(
@@ -114,6 +145,11 @@ class Settings(BaseSettings):
     )
     s3_port: Port = Field(
         default=8333, description="Port of the local SeaweedFS S3 gateway (its other ports follow it)."
+    )
+    aws_ca_bundle: str = Field(
+        default="",
+        description="PEM file of the CA(s) that HTTPS S3 and KMS endpoints' certificates must chain to. Empty: "
+        "the system's trust store.",
     )
     s3_region: str = Field(default="us-east-1", min_length=1, description="Region for S3 and KMS clients.")
     artifact_bucket: str = Field(default="erasure-artifacts", min_length=1, description="Bucket of agent artifacts.")
@@ -313,7 +349,17 @@ class Settings(BaseSettings):
 
     @property
     def postgres_url(self) -> str:
-        return self.database_url.get_secret_value() or f"postgresql://postgres@127.0.0.1:{self.pg_port}/postgres"
+        """The database URL, with ``sslmode`` and ``sslrootcert`` from their settings added as libpq URL
+        parameters (so the pool, migrations and google-adk's engine all connect the same way)."""
+        url = self.database_url.get_secret_value() or f"postgresql://postgres@127.0.0.1:{self.pg_port}/postgres"
+        params = {"sslmode": self.database_sslmode, "sslrootcert": self.database_sslrootcert}
+        given = {k: v for k, v in params.items() if v}
+        if not given:
+            return url
+        if not url.startswith(("postgresql://", "postgres://")):  # key=value conninfo
+            return " ".join([url, *(f"{k}='{v}'" for k, v in given.items())])
+        extra = "&".join(f"{k}={quote(v, safe='/')}" for k, v in given.items())
+        return f"{url}{'&' if '?' in url else '?'}{extra}"
 
     @property
     def s3_url(self) -> str | None:

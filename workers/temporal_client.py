@@ -1,15 +1,35 @@
-"""One Temporal client per process, always with the encrypting data converter."""
+"""One Temporal client per process, always with the encrypting data converter and the failure converter
+that encodes messages (``workers.codec.data_converter``).
+
+Connection options come from the settings: namespace; TLS with the system roots or a custom CA
+(``ERASURE_TEMPORAL_TLS_CA_FILE``); an mTLS client certificate and key (``..._TLS_CERT_FILE``,
+``..._TLS_KEY_FILE``); a server name to verify instead of the address's host (``..._TLS_SERVER_NAME``); an
+API key (``ERASURE_TEMPORAL_API_KEY``, Temporal Cloud), sent only over TLS and never logged. A connection that
+fails (an untrusted server certificate, a refused client certificate, nothing listening) becomes one
+``TemporalUnreachable`` line naming the target and the reason.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+
 from temporalio.client import Client
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+from temporalio.service import TLSConfig
 
 from workers.codec import data_converter
+from workers.errors import ConfigError, ErasureCliError
 from workers.local_secrets import Secrets, load_secrets
 from workers.settings import Settings
 
 _runtimes: dict[int, Runtime] = {}
+
+
+class TemporalUnreachable(ErasureCliError, RuntimeError):
+    """The Temporal frontend could not be reached or refused the connection (TLS, credentials).
+
+    Still a ``RuntimeError``, as the SDK's own connection error was, for callers that catch that."""
 
 
 def runtime_for(metrics_port: int) -> Runtime | None:
@@ -23,11 +43,76 @@ def runtime_for(metrics_port: int) -> Runtime | None:
     return _runtimes[metrics_port]
 
 
+@dataclass(frozen=True)
+class TemporalTls:
+    """TLS options as given (file paths, not contents): what ``tls_config`` turns into the SDK's config."""
+
+    enabled: bool = False
+    ca_file: str = ""
+    cert_file: str = ""
+    key_file: str = ""
+    server_name: str = ""
+
+    @property
+    def wanted(self) -> bool:
+        return self.enabled or bool(self.ca_file or self.cert_file or self.key_file or self.server_name)
+
+
+def _read(path: str, variable: str) -> bytes:
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{variable}: cannot read {path}: {exc.strerror or type(exc).__name__}") from None
+    if not data.strip():
+        raise ConfigError(f"{variable}: {path} is empty")
+    return data
+
+
+def tls_config(tls: TemporalTls, *, api_key: bool = False) -> TLSConfig | bool:
+    """The SDK's ``tls`` argument: ``False`` (plain), ``True`` (system roots) or a ``TLSConfig``.
+
+    An API key implies TLS (Temporal Cloud); a client certificate needs its key and the other way round.
+    """
+    if not tls.wanted:
+        return api_key
+    if bool(tls.cert_file) != bool(tls.key_file):
+        raise ConfigError("ERASURE_TEMPORAL_TLS_CERT_FILE and ERASURE_TEMPORAL_TLS_KEY_FILE go together: set both")
+    if not (tls.ca_file or tls.cert_file or tls.server_name):
+        return True
+    return TLSConfig(
+        server_root_ca_cert=_read(tls.ca_file, "ERASURE_TEMPORAL_TLS_CA_FILE") if tls.ca_file else None,
+        client_cert=_read(tls.cert_file, "ERASURE_TEMPORAL_TLS_CERT_FILE") if tls.cert_file else None,
+        client_private_key=_read(tls.key_file, "ERASURE_TEMPORAL_TLS_KEY_FILE") if tls.key_file else None,
+        domain=tls.server_name or None,
+    )
+
+
+def settings_tls(settings: Settings) -> TemporalTls:
+    return TemporalTls(
+        enabled=settings.temporal_tls,
+        ca_file=settings.temporal_tls_ca_file,
+        cert_file=settings.temporal_tls_cert_file,
+        key_file=settings.temporal_tls_key_file,
+        server_name=settings.temporal_tls_server_name,
+    )
+
+
 async def connect(settings: Settings, secrets: Secrets | None = None, *, metrics_port: int = 0) -> Client:
     secrets = secrets or load_secrets(settings)
-    return await Client.connect(
-        settings.temporal_target,
-        namespace=settings.temporal_namespace,
-        data_converter=data_converter(secrets.payload_key),
-        runtime=runtime_for(metrics_port),
-    )
+    api_key = settings.secret_value("temporal_api_key") or None
+    tls = tls_config(settings_tls(settings), api_key=api_key is not None)
+    try:
+        return await Client.connect(
+            settings.temporal_target,
+            namespace=settings.temporal_namespace,
+            data_converter=data_converter(secrets.payload_key),
+            runtime=runtime_for(metrics_port),
+            tls=tls,
+            api_key=api_key,
+        )
+    except RuntimeError as exc:  # the SDK's connection errors; they never carry the API key
+        mode = "TLS" if tls else "plain gRPC"
+        reason = str(exc).replace(api_key, "**********") if api_key else str(exc)
+        raise TemporalUnreachable(
+            f"cannot connect to Temporal at {settings.temporal_target} ({mode}): {reason[:500]}"
+        ) from None

@@ -21,6 +21,7 @@ def aws_endpoints(settings: Settings) -> AwsEndpoints:
         kms_url=settings.kms_url,
         region=settings.s3_region,
         local=settings.embedded_s3 or settings.embedded_kms,
+        ca_bundle=settings.aws_ca_bundle,
     )
 
 
