@@ -1,4 +1,11 @@
-"""``erasure worker``: every workflow and activity on one task queue, with graceful shutdown."""
+"""``erasure worker``: every workflow and activity on one task queue, with graceful shutdown.
+
+SIGTERM (or SIGINT) stops polling and gives running activities ``GRACEFUL_SHUTDOWN`` to end. A batched
+step does not start another batch once shutdown began: its next heartbeat (recorded with the progress of
+the batch it just finished) is its last, and the attempt ends with a retryable ``WorkerShuttingDown``
+error, so another worker resumes from those heartbeat details instead of starting the step again. Steps
+without batches simply finish. Activities still running when the grace period ends are cancelled by the SDK.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +16,15 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
+from temporalio import activity
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import (
+    ActivityInboundInterceptor,
+    ActivityOutboundInterceptor,
+    Interceptor,
+    Worker,
+)
 
 from activities import support
 from activities.artifacts import ArtifactActivities
@@ -31,7 +45,32 @@ from workflows.erasure import ErasureWorkflow
 from workflows.sweep import LateWriterSweepWorkflow
 
 GRACEFUL_SHUTDOWN = timedelta(seconds=30)
+#: error type of an attempt stopped at a batch boundary by worker shutdown (retryable: another worker resumes)
+WORKER_SHUTTING_DOWN = "WorkerShuttingDown"
 log = get_logger("workers.worker")
+
+
+class _StopAfterHeartbeat(ActivityOutboundInterceptor):
+    def heartbeat(self, *details: Any) -> None:
+        self.next.heartbeat(*details)  # the SDK sends this heartbeat before it reports the failure below
+        if activity.is_worker_shutdown():
+            info = activity.info()
+            log.info("activity_stopped_for_shutdown", activity=info.activity_type, attempt=info.attempt)
+            raise ApplicationError(
+                "worker shutting down; progress kept in the last heartbeat", type=WORKER_SHUTTING_DOWN
+            )
+
+
+class _StopAfterHeartbeatInbound(ActivityInboundInterceptor):
+    def init(self, outbound: ActivityOutboundInterceptor) -> None:
+        self.next.init(_StopAfterHeartbeat(outbound))
+
+
+class GracefulShutdown(Interceptor):
+    """Once the worker is shutting down, a heartbeat ends the attempt right after it is recorded."""
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _StopAfterHeartbeatInbound(next)
 
 
 def activity_objects(platform: Platform, signing_seed: bytes) -> list[Any]:
@@ -77,6 +116,7 @@ def build_worker(
         activity_executor=ThreadPoolExecutor(max_workers=16, thread_name_prefix="erasure-activity"),
         max_concurrent_activities=16,
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+        interceptors=[GracefulShutdown()],
         # flush heartbeat details within a second, so a crash loses at most one batch of progress
         max_heartbeat_throttle_interval=timedelta(seconds=1),
         default_heartbeat_throttle_interval=timedelta(seconds=1),
