@@ -21,12 +21,17 @@ def _platform(settings: Settings) -> Any:
 # ----- worker, migrate, seed -----------------------------------------------------------------------
 
 
-def _worker(_args: argparse.Namespace, settings: Settings) -> int:
+def _worker(args: argparse.Namespace, settings: Settings) -> int:
     from workers.local_secrets import load_secrets
-    from workers.temporal_client import connect
-    from workers.worker import run_worker
 
     secrets = load_secrets(settings)
+    if args.check:
+        from workers import check
+
+        return check.main(settings, secrets)
+
+    from workers.temporal_client import connect
+    from workers.worker import run_worker
 
     async def main() -> None:
         client = await connect(settings, secrets, metrics_port=settings.metrics_port_int)
@@ -381,7 +386,14 @@ def _add_user_arguments(parser: argparse.ArgumentParser) -> None:
 
 def register(sub: Any) -> None:
     """Add the erasure subcommands to the ``erasure`` parser."""
-    sub.add_parser("worker", help="run the worker (all workflows and activities)").set_defaults(handler=_worker)
+    worker = sub.add_parser("worker", help="run the worker (all workflows and activities)")
+    worker.add_argument(
+        "--check",
+        action="store_true",
+        help="instead of running: check Postgres (schema), Temporal (namespace, search attributes), the KMS key "
+        "and the buckets, one line each; exit 0 when all are ready, 1 if not",
+    )
+    worker.set_defaults(handler=_worker)
     sub.add_parser("migrate", help="create google-adk's tables if missing and apply migrations").set_defaults(
         handler=_migrate
     )

@@ -1,0 +1,155 @@
+"""``erasure worker --check``: reach every configured service and check it is ready for the worker.
+
+One line per part, then exit 0 (all ready) or 1. It changes nothing: no migration is applied, no bucket
+or key is created, no search attribute registered (``erasure migrate`` and the setup job do that).
+
+- ``postgres``: connects, and every schema migration this build ships is applied (latest version).
+- ``temporal``: connects (TLS and codec as the worker does), the namespace exists, and every custom search
+  attribute of ``workflows/search_attributes.py`` is registered with its type.
+- ``kms``: the wrapping key (``ERASURE_KMS_KEY_ID``) exists, is enabled and is a symmetric encryption key.
+- ``buckets``: the artifact, log and receipt buckets exist; artifacts and logs are versioned.
+
+A failure is one line with the reason (an error code or the first line of the error), never a secret.
+Production code: it imports nothing of the local stack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from botocore.exceptions import ClientError
+
+from workers.local_secrets import Secrets
+from workers.settings import Settings
+
+#: seconds each part may take before it counts as unreachable
+TIMEOUT = 20.0
+
+
+@dataclass(frozen=True)
+class PartCheck:
+    name: str
+    ok: bool
+    detail: str
+
+    def line(self) -> str:
+        return f"{self.name:<9} {'ok' if self.ok else 'FAIL':<4}  {self.detail}"
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        return f"{error.get('Code', 'error')}: {error.get('Message', '')}".rstrip(": ")
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def check_postgres(settings: Settings) -> PartCheck:
+    import psycopg
+
+    from stores.migrate import discover
+
+    latest = max(m.version for m in discover())
+    with psycopg.connect(settings.postgres_url, connect_timeout=int(TIMEOUT), autocommit=True) as conn:
+        exists = conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL").fetchone()
+        if not exists or not exists[0]:
+            return PartCheck("postgres", False, f"no schema_migrations table: run 'erasure migrate' (latest {latest})")
+        applied = {int(r[0]) for r in conn.execute("SELECT version FROM schema_migrations")}
+    missing = sorted({m.version for m in discover()} - applied)
+    if missing:
+        shown = ", ".join(map(str, missing))
+        return PartCheck("postgres", False, f"migrations not applied: {shown}; run 'erasure migrate'")
+    return PartCheck("postgres", True, f"schema at version {latest} (latest)")
+
+
+async def _check_temporal(settings: Settings, secrets: Secrets) -> PartCheck:
+    from temporalio.api.enums.v1 import IndexedValueType
+    from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+    from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+
+    from workers.temporal_client import connect
+    from workflows.search_attributes import ALL
+
+    client = await connect(settings, secrets)
+    namespace = settings.temporal_namespace
+    await client.workflow_service.describe_namespace(DescribeNamespaceRequest(namespace=namespace))
+    listed = await client.operator_service.list_search_attributes(ListSearchAttributesRequest(namespace=namespace))
+    wrong = []
+    for key in ALL:
+        registered = listed.custom_attributes.get(key.name)
+        if registered is None:
+            wrong.append(f"{key.name} missing")
+        elif registered != IndexedValueType.ValueType(key.indexed_value_type.value):
+            wrong.append(f"{key.name} has another type")
+    if wrong:
+        return PartCheck("temporal", False, f"namespace {namespace}: search attributes: {', '.join(wrong)}")
+    return PartCheck(
+        "temporal", True, f"{settings.temporal_target} namespace {namespace}, {len(ALL)} search attributes"
+    )
+
+
+def check_temporal(settings: Settings, secrets: Secrets) -> PartCheck:
+    return asyncio.run(asyncio.wait_for(_check_temporal(settings, secrets), TIMEOUT))
+
+
+def check_kms(settings: Settings) -> PartCheck:
+    from stores.aws_clients import kms_client
+    from workers.wiring import aws_endpoints, kms_key_id
+
+    key_id = kms_key_id(settings)
+    meta = kms_client(aws_endpoints(settings)).describe_key(KeyId=key_id)["KeyMetadata"]
+    state = meta.get("KeyState", "unknown")
+    if state != "Enabled" or not meta.get("Enabled", False):
+        return PartCheck("kms", False, f"key {key_id} is {state}, not Enabled")
+    if meta.get("KeyUsage") != "ENCRYPT_DECRYPT" or meta.get("KeySpec", "SYMMETRIC_DEFAULT") != "SYMMETRIC_DEFAULT":
+        return PartCheck("kms", False, f"key {key_id} is not a symmetric encryption key")
+    mode = ", per-user keys" if settings.per_user_kms_keys else ""
+    return PartCheck("kms", True, f"key {meta.get('KeyId', key_id)} enabled{mode}")
+
+
+def check_buckets(settings: Settings) -> PartCheck:
+    from stores.aws_clients import s3_client
+    from workers.wiring import aws_endpoints
+
+    s3 = s3_client(aws_endpoints(settings))
+    plan = {settings.artifact_bucket: True, settings.log_bucket: True, settings.receipt_bucket: False}
+    problems = []
+    for bucket, versioned in plan.items():
+        try:
+            s3.head_bucket(Bucket=bucket)
+        except ClientError as exc:
+            problems.append(f"{bucket} {_reason(exc)}")
+            continue
+        if versioned and s3.get_bucket_versioning(Bucket=bucket).get("Status") != "Enabled":
+            problems.append(f"{bucket} not versioned")
+    if problems:
+        return PartCheck("buckets", False, "; ".join(problems))
+    return PartCheck("buckets", True, f"{', '.join(plan)} (artifacts and logs versioned)")
+
+
+def _guarded(name: str, check: Callable[[], PartCheck]) -> PartCheck:
+    try:
+        return check()
+    except TimeoutError:
+        return PartCheck(name, False, f"no answer within {TIMEOUT:g} s")
+    except Exception as exc:  # one line per part, whatever the client library raises
+        return PartCheck(name, False, _reason(exc))
+
+
+def run_checks(settings: Settings, secrets: Secrets) -> list[PartCheck]:
+    return [
+        _guarded("postgres", lambda: check_postgres(settings)),
+        _guarded("temporal", lambda: check_temporal(settings, secrets)),
+        _guarded("kms", lambda: check_kms(settings)),
+        _guarded("buckets", lambda: check_buckets(settings)),
+    ]
+
+
+def main(settings: Settings, secrets: Secrets, echo: Callable[[str], None] = print) -> int:
+    results = run_checks(settings, secrets)
+    for result in results:
+        echo(result.line())
+    return 0 if all(r.ok for r in results) else 1
