@@ -247,14 +247,31 @@ def test_compose_sets_every_setting_required_in_production(service: str) -> None
     assert not missing, f"compose service {service} lacks required settings: {missing}"
 
 
-def test_k8s_configmap_and_secret_together_set_every_required_setting() -> None:
-    config = set((_k8s("ConfigMap", "erasure-config").get("data") or {}).keys())
-    secret_doc = _k8s("Secret", "erasure-secrets")
-    secret = set((secret_doc.get("stringData") or {}).keys()) | set((secret_doc.get("data") or {}).keys())
-    missing = sorted(REQUIRED_VARS - (config | secret))
-    assert not missing, f"ConfigMap + Secret lack required settings: {missing}"
-    assert not (config & SECRET_VARS), f"secrets in the ConfigMap: {sorted(config & SECRET_VARS)}"
-    assert secret >= SECRET_VARS, f"Secret lacks {sorted(SECRET_VARS - secret)}"
+SECRETS_MOUNT = "/etc/erasure/secrets"
+
+
+def _secret_keys() -> set[str]:
+    doc = _k8s("Secret", "erasure-secrets")
+    return set((doc.get("stringData") or {}).keys()) | set((doc.get("data") or {}).keys())
+
+
+def test_k8s_configmap_and_mounted_secret_files_set_every_required_setting() -> None:
+    """Each required setting is in the ConfigMap, or its ``*_FILE`` there names a key of the mounted Secret."""
+    config = _k8s("ConfigMap", "erasure-config").get("data") or {}
+    assert config.get("ERASURE_MODE") == "production"
+    keys = _secret_keys()
+    missing = []
+    for var in sorted(REQUIRED_VARS):
+        if config.get(var):
+            continue
+        path = config.get(f"{var}_FILE", "")
+        if not (path.startswith(SECRETS_MOUNT + "/") and path.removeprefix(SECRETS_MOUNT + "/") in keys):
+            missing.append(var)
+    assert not missing, f"ConfigMap + mounted Secret lack required settings: {missing}"
+    assert not (set(config) & SECRET_VARS), f"secrets in the ConfigMap: {sorted(set(config) & SECRET_VARS)}"
+    for var in SECRET_VARS:
+        assert f"{var}_FILE" in KNOWN_VARS
+        assert config.get(f"{var}_FILE", "").startswith(SECRETS_MOUNT + "/"), f"{var} must come from a file"
 
 
 def test_compose_secrets_come_from_interpolation_never_literal() -> None:
@@ -281,16 +298,22 @@ def test_k8s_secret_example_holds_placeholders_only() -> None:
         assert not re.search(r"[0-9a-f]{32,}", value), f"{var}: looks like a real key"
 
 
-def test_k8s_workloads_take_settings_from_the_configmap_and_secret() -> None:
+def test_k8s_workloads_take_settings_from_the_configmap_and_secrets_as_files() -> None:
     for workload in _workloads():
-        for container in _containers(_pod_spec(workload)):
-            refs = {
-                ("configMap", e["configMapRef"]["name"]) if "configMapRef" in e else ("secret", e["secretRef"]["name"])
-                for e in container.get("envFrom", [])
-            }
+        spec = _pod_spec(workload)
+        volumes = {v["name"]: v for v in spec.get("volumes", [])}
+        for container in _containers(spec):
             where = f"{workload['metadata']['name']}/{container['name']}"
-            assert ("configMap", "erasure-config") in refs, f"{where} misses the ConfigMap"
-            assert ("secret", "erasure-secrets") in refs, f"{where} misses the Secret"
+            refs = [e for e in container.get("envFrom", [])]
+            assert {"configMapRef": {"name": "erasure-config"}} in refs, f"{where} misses the ConfigMap"
+            assert not any("secretRef" in e for e in refs), f"{where}: secrets must be files, not variables"
+            assert not any("valueFrom" in e for e in container.get("env", [])), f"{where}: secret as a variable"
+            mounts = [m for m in container.get("volumeMounts", []) if m["mountPath"] == SECRETS_MOUNT]
+            assert len(mounts) == 1, f"{where} does not mount the secrets at {SECRETS_MOUNT}"
+            assert mounts[0].get("readOnly") is True
+            volume = volumes[mounts[0]["name"]]
+            assert volume["secret"]["secretName"] == "erasure-secrets"
+            assert volume["secret"]["defaultMode"] & 0o007 == 0, "secret files readable by others"
 
 
 # ----- Dockerfile -------------------------------------------------------------------------------------
@@ -329,7 +352,28 @@ def test_dockerfile_base_copies_and_default_command() -> None:
     assert json.loads(cmd[-1]) == ["erasure", "worker"]
 
 
+def test_dockerfile_install_step_is_the_runtime_install_test() -> None:
+    """The image installs what tests/integration/test_runtime_install.py installs, the same way."""
+    from tests.integration.test_runtime_install import SOURCES
+
+    copied = {
+        part.rstrip("/")
+        for ins, args in _dockerfile_instructions()
+        if ins == "COPY" and "--from" not in args
+        for part in args.split()[:-1]
+    }
+    assert copied == set(SOURCES)
+    env = " ".join(args for ins, args in _final_stage() if ins == "ENV")
+    assert "ERASURE_MODE=production" in env, "the image must default to production mode"
+
+
 # ----- compose ----------------------------------------------------------------------------------------
+
+
+def test_compose_runs_in_production_mode_with_the_worker_check_as_healthcheck() -> None:
+    for service in ("worker", "setup"):
+        assert _service_env(_service(service))["ERASURE_MODE"] == "production"
+    assert _service("worker")["healthcheck"]["test"] == ["CMD", "erasure", "worker", "--check"]
 
 
 def test_compose_services() -> None:
@@ -416,6 +460,9 @@ def test_k8s_deployment() -> None:
     env = {e["name"]: e.get("value") for e in container.get("env", [])}
     assert env.get("ERASURE_METRICS_PORT") == "9464"
     assert container["args"] == ["erasure", "worker"]
+    probe = container["startupProbe"]
+    assert probe["exec"]["command"] == ["erasure", "worker", "--check"]
+    assert probe["timeoutSeconds"] >= 30, "the check reaches four services; give it time"
 
 
 def test_k8s_setup_job_migrates_then_installs_schedules() -> None:
