@@ -40,6 +40,13 @@ def _verify(ep: AwsEndpoints) -> str | None:
 
 def s3_client(ep: AwsEndpoints) -> S3Client:
     config = _RETRIES.merge(Config(s3={"addressing_style": "path"})) if ep.local else _RETRIES
+    if ep.s3_url is not None:
+        # an S3-compatible store (not AWS): over HTTPS botocore's default streams the body with a trailing
+        # checksum (aws-chunked), which such stores (SeaweedFS among them) refuse; send checksums only
+        # where the API requires one (DeleteObjects)
+        config = config.merge(
+            Config(request_checksum_calculation="when_required", response_checksum_validation="when_required")
+        )
     return boto3.client(
         "s3",
         endpoint_url=ep.s3_url,

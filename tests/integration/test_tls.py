@@ -1,0 +1,206 @@
+"""TLS everywhere, end to end, with certificates generated here (tests/tls_fixture.py).
+
+- Temporal: ``temporal server start-dev`` cannot serve TLS, so a TLS-terminating proxy that requires a
+  client certificate (mTLS, ALPN h2) stands in front of it; the client comes from
+  ``workers.temporal_client.connect(settings)``.
+- Postgres: pgserver's build has no SSL support, so only the client side is shown (the settings reach
+  libpq, which refuses a server without TLS under ``sslmode=verify-full``).
+- S3 and KMS: HTTPS proxies in front of SeaweedFS and the KMS endpoint, trusted through
+  ``ERASURE_AWS_CA_BUNDLE``.
+
+One erasure runs to completion over Temporal, S3 and KMS TLS; clients missing the CA (or the client certificate) fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from botocore.exceptions import SSLError
+
+from stores.aws_clients import AwsEndpoints, s3_client
+from tests.saga_harness import SagaHarness
+from tests.tls_fixture import Pki, TlsProxy, make_pki
+from workers.errors import ConfigError
+from workers.local_secrets import load_secrets
+from workers.settings import Settings
+from workers.temporal_client import TemporalTls, TemporalUnreachable, connect, tls_config
+from workers.wiring import build_platform
+from workers.worker import build_worker
+
+pytestmark = [pytest.mark.integration]
+aio = pytest.mark.asyncio(loop_scope="session")
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+def _port(target: str) -> int:
+    return int(target.rsplit(":", 1)[1])
+
+
+@pytest.fixture(scope="module")
+def proxies(pki: Pki, local_stack: Settings, temporal_env: object) -> Iterator[dict[str, TlsProxy]]:
+    from temporalio.testing import WorkflowEnvironment
+
+    assert isinstance(temporal_env, WorkflowEnvironment)
+    temporal = _port(temporal_env.client.service_client.config.target_host)
+    started = {
+        "temporal": TlsProxy(pki, temporal, require_client_cert=True, alpn=["h2"]).start(),
+        "s3": TlsProxy(pki, local_stack.s3_port, require_client_cert=False, alpn=[]).start(),
+        "kms": TlsProxy(pki, local_stack.kms_port, require_client_cert=False, alpn=[]).start(),
+    }
+    try:
+        yield started
+    finally:
+        for proxy in started.values():
+            proxy.stop()
+
+
+def tls_settings(local_stack: Settings, pki: Pki, proxies: dict[str, TlsProxy], **env: str) -> Settings:
+    """The test stack's settings with Temporal, S3 and KMS reached over TLS, trusted through the test CA
+    (Postgres stays plain: pgserver's build has no SSL support, see the Postgres test below)."""
+    values = {
+        **local_stack.env(),
+        "ERASURE_TASK_QUEUE": f"tls-{uuid.uuid4().hex[:8]}",
+        "ERASURE_TEMPORAL_ADDRESS": f"127.0.0.1:{proxies['temporal'].port}",
+        "ERASURE_TEMPORAL_TLS_CA_FILE": str(pki.ca),
+        "ERASURE_TEMPORAL_TLS_CERT_FILE": str(pki.client_cert),
+        "ERASURE_TEMPORAL_TLS_KEY_FILE": str(pki.client_key),
+        "ERASURE_S3_ENDPOINT": f"https://127.0.0.1:{proxies['s3'].port}",
+        "ERASURE_KMS_ENDPOINT": f"https://localhost:{proxies['kms'].port}",
+        "ERASURE_KMS_KEY_ID": load_kms_key(local_stack),
+        "ERASURE_AWS_CA_BUNDLE": str(pki.ca),
+    }
+    values.update(env)
+    return Settings.from_env(values)
+
+
+def load_kms_key(settings: Settings) -> str:
+    from workers.wiring import kms_key_id
+
+    return kms_key_id(settings)
+
+
+@pytest.fixture
+def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Explicit endpoints use the default AWS credential chain; the local stores accept any key."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "local")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "local")
+
+
+# ----- one erasure over TLS everywhere -----------------------------------------------------------
+
+
+@aio
+@pytest.mark.usefixtures("aws_credentials")
+async def test_an_erasure_completes_over_tls_to_temporal_s3_and_kms(
+    local_stack: Settings, pki: Pki, proxies: dict[str, TlsProxy]
+) -> None:
+    settings = tls_settings(local_stack, pki, proxies)
+    seen = {name: proxy.connections for name, proxy in proxies.items()}
+    client = await connect(settings)
+    with build_platform(settings, key_cache_ttl=0.0) as platform:
+        harness = SagaHarness(client, platform, settings)
+        await harness.seed("tls", ["tls-alice", "tls-bob"], "small", 91)
+        async with build_worker(client, settings.task_queue, platform, load_secrets(settings).signing_key):
+            result = await harness.erase("tls", "tls-alice")
+        assert result.status == "completed", result
+        body = harness.receipt_body(result.request_id)
+        assert all(v["passed"] for v in body["verifications"])
+    # every part was reached through its TLS proxy
+    assert all(proxies[name].connections > seen[name] for name in proxies), {
+        n: (seen[n], p.connections) for n, p in proxies.items()
+    }
+
+
+# ----- Temporal: who cannot connect ---------------------------------------------------------------
+
+
+@aio
+async def test_temporal_client_without_the_ca_fails_with_a_clear_error(
+    local_stack: Settings, pki: Pki, proxies: dict[str, TlsProxy]
+) -> None:
+    settings = tls_settings(local_stack, pki, proxies, ERASURE_TEMPORAL_TLS_CA_FILE="", ERASURE_TEMPORAL_TLS="true")
+    with pytest.raises(TemporalUnreachable) as refused:
+        await connect(settings)
+    message = str(refused.value)
+    assert message.startswith(f"cannot connect to Temporal at 127.0.0.1:{proxies['temporal'].port} (TLS): ")
+    assert "UnknownIssuer" in message or "certificate" in message.lower(), message
+
+
+@aio
+async def test_temporal_client_trusting_another_ca_fails(
+    local_stack: Settings, pki: Pki, proxies: dict[str, TlsProxy]
+) -> None:
+    settings = tls_settings(local_stack, pki, proxies, ERASURE_TEMPORAL_TLS_CA_FILE=str(pki.other_ca))
+    with pytest.raises(TemporalUnreachable, match=r"(?i)certificate|UnknownIssuer"):
+        await connect(settings)
+
+
+@aio
+async def test_temporal_client_without_a_client_certificate_is_refused(
+    local_stack: Settings, pki: Pki, proxies: dict[str, TlsProxy]
+) -> None:
+    settings = tls_settings(
+        local_stack, pki, proxies, ERASURE_TEMPORAL_TLS_CERT_FILE="", ERASURE_TEMPORAL_TLS_KEY_FILE=""
+    )
+    with pytest.raises(TemporalUnreachable):
+        await asyncio.wait_for(connect(settings), 30)
+
+
+def test_tls_options_are_checked_before_connecting(pki: Pki, tmp_path: Path) -> None:
+    assert tls_config(TemporalTls()) is False
+    assert tls_config(TemporalTls(), api_key=True) is True  # an API key goes over TLS only
+    assert tls_config(TemporalTls(enabled=True)) is True
+    with pytest.raises(ConfigError, match="ERASURE_TEMPORAL_TLS_CERT_FILE and ERASURE_TEMPORAL_TLS_KEY_FILE"):
+        tls_config(TemporalTls(cert_file=str(pki.client_cert)))
+    with pytest.raises(ConfigError, match="ERASURE_TEMPORAL_TLS_CA_FILE: cannot read"):
+        tls_config(TemporalTls(ca_file=str(tmp_path / "missing.pem")))
+    config = tls_config(TemporalTls(ca_file=str(pki.ca), server_name="temporal.internal"))
+    assert not isinstance(config, bool)
+    assert config.server_root_ca_cert == pki.ca.read_bytes()
+    assert config.domain == "temporal.internal"
+
+
+# ----- Postgres: the TLS settings reach libpq -----------------------------------------------------
+# pgserver's Postgres is built without SSL ("SSL is not supported by this build"), so no TLS server can be
+# started here; what can be shown: the settings land in the URL every consumer uses, and libpq then refuses
+# a server that cannot do TLS instead of falling back to plain text.
+
+
+def test_postgres_tls_settings_reach_libpq_and_a_plain_server_is_refused(local_stack: Settings, pki: Pki) -> None:
+    settings = Settings.from_env(
+        {
+            **local_stack.env(),
+            "ERASURE_DATABASE_URL": local_stack.postgres_url,
+            "ERASURE_DATABASE_SSLMODE": "verify-full",
+            "ERASURE_DATABASE_SSLROOTCERT": str(pki.ca),
+        }
+    )
+    params = psycopg.conninfo.conninfo_to_dict(settings.postgres_url)
+    assert params["sslmode"] == "verify-full"
+    assert params["sslrootcert"] == str(pki.ca)
+    with pytest.raises(psycopg.OperationalError, match="server does not support SSL"):
+        psycopg.connect(settings.postgres_url, connect_timeout=5)
+    with psycopg.connect(local_stack.postgres_url, connect_timeout=5) as conn:  # the same server, plain
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+# ----- S3 and KMS over HTTPS ----------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("aws_credentials")
+def test_s3_over_https_needs_the_ca_bundle(local_stack: Settings, pki: Pki, proxies: dict[str, TlsProxy]) -> None:
+    url = f"https://127.0.0.1:{proxies['s3'].port}"
+    trusted = s3_client(AwsEndpoints(s3_url=url, kms_url=None, region="us-east-1", local=True, ca_bundle=str(pki.ca)))
+    trusted.head_bucket(Bucket=local_stack.artifact_bucket)  # raises unless the bucket answers over HTTPS
+    untrusted = s3_client(AwsEndpoints(s3_url=url, kms_url=None, region="us-east-1", local=True))
+    with pytest.raises(SSLError):
+        untrusted.head_bucket(Bucket=local_stack.artifact_bucket)
