@@ -3,7 +3,9 @@
 moto keeps keys in memory and draws key material at random, so a restarted endpoint could no longer
 unwrap the data keys wrapped before. This wrapper creates the configured key with a fixed id and key
 material kept in the state directory (mode 0600), then serves moto's KMS API in the same process.
-Keys created later through the API (per-user key mode) live only until the endpoint stops.
+Keys created later through the API (per-user key mode) live only until the endpoint stops. Like AWS KMS
+(and unlike moto alone), a key that is not Enabled (disabled, or pending deletion after a crypto-shred in
+per-user key mode) refuses Encrypt, GenerateDataKey and Decrypt with ``KMSInvalidStateException``.
 
 Run as ``python -m workers.local_kms --port P --state FILE``.
 """
@@ -62,6 +64,33 @@ def _install_key(state: dict[str, str], region: str) -> None:
     backend.keys[key.id] = key
 
 
+def _enforce_key_state() -> None:
+    """Refuse cryptographic use of a key that is not Enabled, as AWS KMS does."""
+    from moto.core.exceptions import JsonRESTError
+    from moto.kms.models import KmsBackend
+
+    def refuse_unless_enabled(backend: Any, key_id: str) -> None:
+        key = backend.keys[key_id]
+        if key.key_state != "Enabled":
+            raise JsonRESTError("KMSInvalidStateException", f"{key.arn} is {key.key_state.lower()}.")
+
+    original_encrypt, original_decrypt = KmsBackend.encrypt, KmsBackend.decrypt
+
+    def encrypt(self: Any, key_id: str, plaintext: bytes, encryption_context: dict[str, str]) -> Any:
+        refuse_unless_enabled(self, self.any_id_to_key_id(key_id))
+        return original_encrypt(self, key_id, plaintext, encryption_context)
+
+    def decrypt(
+        self: Any, ciphertext_blob: bytes, encryption_context: dict[str, str], key_id: str | None = None
+    ) -> Any:
+        plaintext, arn = original_decrypt(self, ciphertext_blob, encryption_context, key_id)
+        refuse_unless_enabled(self, self.any_id_to_key_id(arn))
+        return plaintext, arn
+
+    KmsBackend.encrypt = encrypt  # type: ignore[method-assign]
+    KmsBackend.decrypt = decrypt  # type: ignore[method-assign]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
@@ -76,6 +105,7 @@ def main() -> None:
 
     state = load_or_create_key_state(args.state)
     _install_key(state, args.region)
+    _enforce_key_state()
     server = ThreadedMotoServer(ip_address=args.host, port=args.port, verbose=False)
     server.start()
     stop = threading.Event()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from botocore.exceptions import ClientError
 
 from stores.crypto import key_id_of
 from stores.errors import DataKeyShredded
@@ -75,9 +76,9 @@ async def test_full_erasure_in_per_user_key_mode_schedules_the_users_kms_key_for
 
         assert result.status == "completed", result
         assert key_state(platform, kms_key) == "PendingDeletion"
-        # The local KMS (moto) reports PendingDeletion but, unlike AWS KMS, still serves Decrypt under such a
-        # key; AWS refuses it (KMSInvalidStateException) and destroys the key when the window ends. What shows
-        # here: the key's state, the wrapped rows gone, and a ciphertext sealed before the erasure dead.
+        # an old copy of the wrapped key (a database backup) can no longer be unwrapped: the key refuses use
+        with pytest.raises(ClientError, match="KMSInvalidStateException"):
+            platform.kms.decrypt(CiphertextBlob=wrapped, KeyId=kms_key)
         with pytest.raises(DataKeyShredded):
             platform.keys.get(key_id_of(sealed_before))
         assert wrapped_keys(platform, subject_key(secret, app, target)) == []
