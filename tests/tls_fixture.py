@@ -15,6 +15,7 @@ import contextlib
 import datetime
 import ipaddress
 import ssl
+import struct
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,6 +163,9 @@ class TlsProxy:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        await self._bridge(reader, writer)
+
+    async def _bridge(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
         except OSError:
@@ -199,3 +203,43 @@ class TlsProxy:
 
     def __exit__(self, *_exc: object) -> None:
         self.stop()
+
+
+SSL_REQUEST = 80877103
+GSSENC_REQUEST = 80877104
+
+
+class PostgresTlsProxy(TlsProxy):
+    """Postgres's own TLS in front of a plain server: TLS is negotiated inside the protocol (an SSLRequest
+    answered with ``S``, then the handshake), so a plain HTTPS-style proxy cannot stand in. A startup
+    without TLS is refused, like a server whose pg_hba allows ``hostssl`` only."""
+
+    def __init__(self, pki: Pki, upstream_port: int) -> None:
+        super().__init__(pki, upstream_port, require_client_cert=False, alpn=[])
+        self.refused_plain = 0
+
+    async def _listen(self) -> asyncio.Server:
+        return await asyncio.start_server(self._negotiate, "127.0.0.1", 0)
+
+    async def _negotiate(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                length, code = struct.unpack("!II", await reader.readexactly(8))
+                if (length, code) == (8, GSSENC_REQUEST):
+                    writer.write(b"N")  # no GSSAPI encryption here: the client goes on to SSLRequest
+                    await writer.drain()
+                    continue
+                break
+            if (length, code) != (8, SSL_REQUEST):
+                self.refused_plain += 1
+                writer.close()
+                return
+            writer.write(b"S")
+            await writer.drain()
+            await writer.start_tls(self._context)
+        except (OSError, ssl.SSLError, asyncio.IncompleteReadError):
+            with contextlib.suppress(OSError, ssl.SSLError, RuntimeError):
+                writer.close()
+            return
+        await self._bridge(reader, writer)

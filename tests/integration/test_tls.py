@@ -3,12 +3,14 @@
 - Temporal: ``temporal server start-dev`` cannot serve TLS, so a TLS-terminating proxy that requires a
   client certificate (mTLS, ALPN h2) stands in front of it; the client comes from
   ``workers.temporal_client.connect(settings)``.
-- Postgres: pgserver's build has no SSL support, so only the client side is shown (the settings reach
-  libpq, which refuses a server without TLS under ``sslmode=verify-full``).
+- Postgres: pgserver's build has no SSL support, so a proxy speaks Postgres's in-protocol TLS (SSLRequest,
+  then the handshake) in front of it and refuses plain startups; clients use ``sslmode=verify-full`` with the
+  test CA (``ERASURE_DATABASE_SSLMODE``, ``ERASURE_DATABASE_SSLROOTCERT``).
 - S3 and KMS: HTTPS proxies in front of SeaweedFS and the KMS endpoint, trusted through
   ``ERASURE_AWS_CA_BUNDLE``.
 
-One erasure runs to completion over Temporal, S3 and KMS TLS; clients missing the CA (or the client certificate) fail.
+One erasure runs to completion with every connection over TLS; clients missing the CA (or the client
+certificate) fail.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from botocore.exceptions import SSLError
 
 from stores.aws_clients import AwsEndpoints, s3_client
 from tests.saga_harness import SagaHarness
-from tests.tls_fixture import Pki, TlsProxy, make_pki
+from tests.tls_fixture import Pki, PostgresTlsProxy, TlsProxy, make_pki
 from workers.errors import ConfigError
 from workers.local_secrets import load_secrets
 from workers.settings import Settings
@@ -55,6 +57,7 @@ def proxies(pki: Pki, local_stack: Settings, temporal_env: object) -> Iterator[d
         "temporal": TlsProxy(pki, temporal, require_client_cert=True, alpn=["h2"]).start(),
         "s3": TlsProxy(pki, local_stack.s3_port, require_client_cert=False, alpn=[]).start(),
         "kms": TlsProxy(pki, local_stack.kms_port, require_client_cert=False, alpn=[]).start(),
+        "postgres": PostgresTlsProxy(pki, local_stack.ports["postgres"]).start(),
     }
     try:
         yield started
@@ -64,10 +67,13 @@ def proxies(pki: Pki, local_stack: Settings, temporal_env: object) -> Iterator[d
 
 
 def tls_settings(local_stack: Settings, pki: Pki, proxies: dict[str, TlsProxy], **env: str) -> Settings:
-    """The test stack's settings with Temporal, S3 and KMS reached over TLS, trusted through the test CA
-    (Postgres stays plain: pgserver's build has no SSL support, see the Postgres test below)."""
+    """The test stack's settings with Temporal, Postgres, S3 and KMS reached over TLS, trusted through the
+    test CA."""
     values = {
         **local_stack.env(),
+        "ERASURE_DATABASE_URL": f"postgresql://postgres@localhost:{proxies['postgres'].port}/postgres",
+        "ERASURE_DATABASE_SSLMODE": "verify-full",
+        "ERASURE_DATABASE_SSLROOTCERT": str(pki.ca),
         "ERASURE_TASK_QUEUE": f"tls-{uuid.uuid4().hex[:8]}",
         "ERASURE_TEMPORAL_ADDRESS": f"127.0.0.1:{proxies['temporal'].port}",
         "ERASURE_TEMPORAL_TLS_CA_FILE": str(pki.ca),
@@ -100,7 +106,7 @@ def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @aio
 @pytest.mark.usefixtures("aws_credentials")
-async def test_an_erasure_completes_over_tls_to_temporal_s3_and_kms(
+async def test_an_erasure_completes_over_tls_to_temporal_postgres_s3_and_kms(
     local_stack: Settings, pki: Pki, proxies: dict[str, TlsProxy]
 ) -> None:
     settings = tls_settings(local_stack, pki, proxies)
@@ -169,28 +175,28 @@ def test_tls_options_are_checked_before_connecting(pki: Pki, tmp_path: Path) -> 
     assert config.domain == "temporal.internal"
 
 
-# ----- Postgres: the TLS settings reach libpq -----------------------------------------------------
-# pgserver's Postgres is built without SSL ("SSL is not supported by this build"), so no TLS server can be
-# started here; what can be shown: the settings land in the URL every consumer uses, and libpq then refuses
-# a server that cannot do TLS instead of falling back to plain text.
+# ----- Postgres: verify-full against the TLS proxy -------------------------------------------------
 
 
-def test_postgres_tls_settings_reach_libpq_and_a_plain_server_is_refused(local_stack: Settings, pki: Pki) -> None:
-    settings = Settings.from_env(
-        {
-            **local_stack.env(),
-            "ERASURE_DATABASE_URL": local_stack.postgres_url,
-            "ERASURE_DATABASE_SSLMODE": "verify-full",
-            "ERASURE_DATABASE_SSLROOTCERT": str(pki.ca),
-        }
-    )
+def test_postgres_verify_full_needs_the_root_certificate(
+    local_stack: Settings, pki: Pki, proxies: dict[str, TlsProxy]
+) -> None:
+    settings = tls_settings(local_stack, pki, proxies)
     params = psycopg.conninfo.conninfo_to_dict(settings.postgres_url)
-    assert params["sslmode"] == "verify-full"
-    assert params["sslrootcert"] == str(pki.ca)
-    with pytest.raises(psycopg.OperationalError, match="server does not support SSL"):
-        psycopg.connect(settings.postgres_url, connect_timeout=5)
-    with psycopg.connect(local_stack.postgres_url, connect_timeout=5) as conn:  # the same server, plain
+    assert (params["sslmode"], params["sslrootcert"]) == ("verify-full", str(pki.ca))
+    with psycopg.connect(settings.postgres_url, connect_timeout=5) as conn:  # TLS, the server verified
         assert conn.execute("SELECT 1").fetchone() == (1,)
+        assert conn.info.pgconn.ssl_in_use
+    other = tls_settings(local_stack, pki, proxies, ERASURE_DATABASE_SSLROOTCERT=str(pki.other_ca))
+    with pytest.raises(psycopg.OperationalError, match="certificate verify failed"):
+        psycopg.connect(other.postgres_url, connect_timeout=5)
+    proxy = proxies["postgres"]
+    assert isinstance(proxy, PostgresTlsProxy)
+    refused = proxy.refused_plain
+    plain = f"postgresql://postgres@localhost:{proxy.port}/postgres?sslmode=disable"
+    with pytest.raises(psycopg.OperationalError):
+        psycopg.connect(plain, connect_timeout=5)
+    assert proxy.refused_plain == refused + 1
 
 
 # ----- S3 and KMS over HTTPS ----------------------------------------------------------------------
