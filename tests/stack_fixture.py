@@ -11,11 +11,23 @@ from workers.stack.process import port_is_free
 TEST_PAYLOAD_KEY = "7e" * 32  # test-only key: recorded histories in tests/histories/ are encrypted with it
 
 
+def _below_ephemeral_range() -> int:
+    """The first port the kernel hands out to outgoing connections: blocks are chosen below it, so a part
+    restarted by a test (the fault tests stop and start SeaweedFS) never finds its port taken by some
+    connection's ephemeral port (seen once: the restarted filer failed with "address already in use")."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+    return max(low, 12000)
+
+
 def free_port_block(size: int, exclude: set[int] | None = None) -> int:
-    """A base port such that base..base+size-1 are all free now."""
+    """A base port such that base..base+size-1 are all free now (and outside the ephemeral range)."""
     exclude = exclude or set()
+    top = _below_ephemeral_range() - size
     for _ in range(500):
-        base = random.randint(20000, 60000)
+        base = random.randint(10000, top)
         block = set(range(base, base + size))
         if block & exclude:
             continue
