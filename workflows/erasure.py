@@ -179,6 +179,15 @@ class ErasureWorkflow:
     async def _record_state(self, request_id: str, state: str) -> None:
         await call_void(Activities.SET_STATE, StateChange(request_id, state, workflow.now().isoformat()))
 
+    async def _note_hold(self, step: StepInput, on_hold: bool) -> None:
+        """A change of the hold state, shown in the search attributes and recorded with the request."""
+        if on_hold == self._on_hold:
+            return
+        self._on_hold = on_hold
+        state = "on_hold" if on_hold else "running"
+        self._set_status(state)
+        await self._record_state(step.request_id, state)
+
     async def _hold_gate(self, step: StepInput) -> None:
         """Wait here while a legal hold exists for the subject.
 
@@ -194,16 +203,9 @@ class ErasureWorkflow:
         while True:
             seen = self._hold_signals
             status = await call(Activities.HOLD_ACTIVE, step, HoldStatus)
+            await self._note_hold(step, status.on_hold)
             if not status.on_hold:
-                if self._on_hold:
-                    self._on_hold = False
-                    self._set_status("running")
-                    await self._record_state(step.request_id, "running")
                 return
-            if not self._on_hold:
-                self._on_hold = True
-                self._set_status("on_hold")
-                await self._record_state(step.request_id, "on_hold")
             await self._wait_for_hold_signal(seen)
 
     async def _read_hold(self, step: StepInput) -> None:
@@ -217,17 +219,11 @@ class ErasureWorkflow:
                 raise _PauseForContinueAsNew()
             seen = self._hold_signals
             status = await call(Activities.HOLD_ACTIVE, step, HoldStatus)
+            if not status.on_hold and self._on_hold:
+                self._hold_rechecks = 0
+            await self._note_hold(step, status.on_hold)
             if not status.on_hold:
-                if self._on_hold:
-                    self._on_hold = False
-                    self._hold_rechecks = 0
-                    self._set_status("running")
-                    await self._record_state(step.request_id, "running")
                 return
-            if not self._on_hold:
-                self._on_hold = True
-                self._set_status("on_hold")
-                await self._record_state(step.request_id, "on_hold")
             if self._rechecks_this_run >= HOLD_RECHECKS_PER_RUN or workflow.info().is_continue_as_new_suggested():
                 self._stop_waiting = True
                 raise _PauseForContinueAsNew()
