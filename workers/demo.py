@@ -53,14 +53,18 @@ async def _worker_if_needed(client: Client, settings: Settings, platform: Platfo
         yield True
 
 
-def _summary(before: dict[str, Any], after: dict[str, Any]) -> str:
-    changed = {k for k in before if before[k] != after[k]} - {"counts"}
-    if not changed:
+def _summary(before: dict[str, Any], after: dict[str, Any], removed: set[str]) -> str:
+    """Byte-identical, or identical but for memory rows the receipt lists as derived from the erased user."""
+    changed = {k for k in before if before[k] != after[k]} - {"counts", "memories", "memory_rows"}
+    rows_before, rows_after = before["memory_rows"], after["memory_rows"]
+    lost = {r for r in rows_before if r in removed}
+    if rows_after != {r: d for r, d in rows_before.items() if r not in removed}:
+        changed.add("memory rows beyond those the receipt lists")
+    if changed:
+        return "CHANGED: " + ", ".join(sorted(changed))
+    if not lost:
         return "byte-identical"
-    if changed == {"memories"}:
-        lost = before["counts"]["memories"] - after["counts"]["memories"]
-        return f"identical except {lost} derived summary row(s) that drew on the erased user (listed in the receipt)"
-    return "CHANGED: " + ", ".join(sorted(changed))
+    return f"identical except {len(lost)} derived summary row(s) that drew on the erased user (listed in the receipt)"
 
 
 async def _demo(settings: Settings) -> int:
@@ -127,7 +131,7 @@ async def _demo(settings: Settings) -> int:
     print("\nControl users:")
     ok = True
     for user in controls:
-        verdict = _summary(before[user], after[user])
+        verdict = _summary(before[user], after[user], set(body["derived_rows_removed"]))
         ok = ok and not verdict.startswith("CHANGED")
         print(f"  control {controls.index(user) + 1}: {verdict}")
     print(f"\nTemporal UI: {ui_link(settings, filed.request_id)}")

@@ -253,6 +253,11 @@ async def test_every_kind_of_leftover_fails_its_check(saga: SagaHarness) -> None
         segment = saga.platform.logs.ship([line], datetime(2020, 1, 1, tzinfo=UTC) + timedelta(minutes=n), 77)
         target = Target(seeded.user_id, sk, other, seeded.session_ids, seeded.signature_words, rows, segment)
         PlantingSweep.targets[sk] = (target, name)
+        # every target gets a summary filed under the other user that draws on one of its rows, so the saga
+        # removes at least one derived row (depth 1) for the depth-2 plant to draw on
+        saga.platform.memory_store.insert(
+            [NewMemory(APP, other, "summary", kind="summary", derived_from=[seeded.memory_ids[0]])]
+        )
     settings = saga.settings.model_copy(update={"task_queue": f"plant-kinds-{uuid.uuid4().hex[:8]}"})
     objects = [
         PlantingSweep(saga.platform) if isinstance(o, SweepActivities) else o
