@@ -80,6 +80,13 @@ def _erased_memory(p: Platform, t: Target) -> uuid.UUID:
     return _sql(p, "SELECT memory_id FROM erased_memories WHERE subject_key = %s LIMIT 1", t.subject)[0][0]
 
 
+def _canary_copy(p: Platform, t: Target, record: Any) -> None:
+    """A row under another user holding the very words the request captured as canaries (by their digests)."""
+    assert record.canaries, "the request captured no canary to copy"
+    [row_id] = p.memory_store.insert([NewMemory(APP, t.other, "copied words")])
+    _sql(p, "UPDATE memories SET token_digests = %s WHERE id = %s", list(record.canaries), row_id)
+
+
 def _segment(t: Target, record: Any) -> str:
     assert t.segment in record.purged_segments  # the logs step purged it; the plant brings something back
     return t.segment
@@ -154,10 +161,7 @@ PLANTS: dict[str, tuple[Plant, set[str]]] = {
         ),
         {"memory"},
     ),
-    "memory, canary words copied under another user": (
-        lambda p, t, r: p.memory_store.insert([NewMemory(APP, t.other, " ".join(t.signature_words))]),
-        {"memory"},
-    ),
+    "memory, canary words copied under another user": (lambda p, t, r: _canary_copy(p, t, r), {"memory"}),
     "log, index row": (
         lambda p, t, r: _sql(
             p,
