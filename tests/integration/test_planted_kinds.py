@@ -80,6 +80,11 @@ def _erased_memory(p: Platform, t: Target) -> uuid.UUID:
     return _sql(p, "SELECT memory_id FROM erased_memories WHERE subject_key = %s LIMIT 1", t.subject)[0][0]
 
 
+def _private_word(n: int) -> str:
+    """A long word of letters only (so it sorts first among the canary candidates) no other row holds."""
+    return "plantedcanaryword" + "".join(chr(ord("a") + (n // 26**k) % 26) for k in range(4))
+
+
 def _canary_copy(p: Platform, t: Target, record: Any) -> None:
     """A row under another user holding the very words the request captured as canaries (by their digests)."""
     assert record.canaries, "the request captured no canary to copy"
@@ -257,6 +262,9 @@ async def test_every_kind_of_leftover_fails_its_check(saga: SagaHarness) -> None
         segment = saga.platform.logs.ship([line], datetime(2020, 1, 1, tzinfo=UTC) + timedelta(minutes=n), 77)
         target = Target(seeded.user_id, sk, other, seeded.session_ids, seeded.signature_words, rows, segment)
         PlantingSweep.targets[sk] = (target, name)
+        # the seeder's cross-user summaries copy some of each user's words under others, so those words are
+        # not distinctive and cannot be canaries; a fact with a word only this target holds always is one
+        saga.platform.memory_store.insert([NewMemory(APP, seeded.user_id, f"remember {_private_word(n)}")])
         # every target gets a summary filed under the other user that draws on one of its rows, so the saga
         # removes at least one derived row (depth 1) for the depth-2 plant to draw on
         saga.platform.memory_store.insert(
