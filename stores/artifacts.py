@@ -21,9 +21,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from stores.identity import key_part, validate_app_name, validate_id, validate_subject_key
+from stores.s3_batch import delete_versions
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -105,19 +106,15 @@ class ArtifactEraser:
 
         def flush() -> None:
             nonlocal removed, pending
-            while pending:
-                batch, pending = pending[: self._batch], pending[self._batch :]
-                result: Any = self._s3.delete_objects(
-                    Bucket=self._bucket,
-                    Delete={"Objects": batch, "Quiet": True},  # type: ignore[typeddict-item]
-                )
-                errors = result.get("Errors", [])
-                if errors:
-                    codes = sorted({e.get("Code", "?") for e in errors})
-                    raise PermissionError(f"S3 refused to delete {len(errors)} keys: {', '.join(codes)}")
-                removed += len(batch)
-                if on_batch:
-                    on_batch(removed)
+            base = removed
+            done = delete_versions(
+                self._s3,
+                self._bucket,
+                pending,
+                batch=self._batch,
+                on_batch=(lambda n: on_batch(base + n)) if on_batch else None,
+            )
+            removed, pending = base + done, []
 
         for entries, _v, _m in self._entries(prefix, modified_before):
             pending.extend(entries)

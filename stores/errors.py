@@ -6,7 +6,8 @@ StoreError
 ├── DataKeyShredded        a ciphertext whose data key no longer exists (crypto-shredded)
 ├── CiphertextInvalid      bytes that are not one of our ciphertexts, or were tampered with
 ├── RequestNotFound        no erasure request with that id
-└── RecordInvalid          a request record of an unknown version or shape (non-retryable)
+├── RecordInvalid          a request record of an unknown version or shape (non-retryable)
+└── PartialDelete          a batch delete whose reply listed keys it did not delete (retried)
 """
 
 
@@ -36,3 +37,7 @@ class RequestNotFound(StoreError):
 
 class RecordInvalid(StoreError):
     """A request's recorded state this code cannot read (unknown version or field): refused, never half-read."""
+
+
+class PartialDelete(StoreError):
+    """A ``DeleteObjects`` reply listed keys it did not delete: a failure to retry, never a success."""

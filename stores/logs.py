@@ -34,6 +34,7 @@ from psycopg_pool import ConnectionPool
 
 from stores.errors import InvalidIdentifier
 from stores.identity import subject_key
+from stores.s3_batch import delete_versions
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -287,11 +288,7 @@ class LogArchive:
             for m in listing.get("DeleteMarkers", [])
             if m["Key"] == key and m.get("VersionId")
         ]
-        for start in range(0, len(doomed), 1000):
-            self._s3.delete_objects(
-                Bucket=self._bucket,
-                Delete={"Objects": doomed[start : start + 1000], "Quiet": True},  # type: ignore[typeddict-item]
-            )
+        delete_versions(self._s3, self._bucket, doomed)
 
     def purge_user(self, app_name: str, user_id: str, subject: str) -> tuple[int, int]:
         """Purge every indexed segment; returns (segments, lines removed)."""

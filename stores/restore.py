@@ -19,6 +19,7 @@ from stores.crypto import key_id_of
 from stores.errors import CiphertextInvalid
 from stores.late_sweep import sweep_erased_subject
 from stores.platform import Platform
+from stores.s3_batch import delete_versions
 from stores.tombstone_journal import JournalEntry, read_all
 from stores.tombstones import LedgerEntry, open_session_id
 
@@ -45,12 +46,7 @@ def remove_unreadable_artifacts(platform: Platform, app_name: str, subject: str)
                 continue  # not ours to judge
             if key_id not in live:
                 doomed.append({"Key": v["Key"], "VersionId": v["VersionId"]})
-    for start in range(0, len(doomed), 1000):
-        platform.s3.delete_objects(
-            Bucket=bucket,
-            Delete={"Objects": doomed[start : start + 1000], "Quiet": True},  # type: ignore[typeddict-item]
-        )
-    return len(doomed)
+    return delete_versions(platform.s3, bucket, doomed)
 
 
 def replay_entry(platform: Platform, entry: JournalEntry) -> dict[str, int]:
