@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from temporalio import activity
 
 from activities.support import PlatformActivities, translate_errors
-from workflows.contracts import StepInput, StepResult
+from workflows.contracts import Activities, StepInput, StepResult
 
 
 class FenceActivities(PlatformActivities):
-    @activity.defn(name="fence_user")
+    @activity.defn(name=Activities.FENCE)
     @translate_errors
     def fence_user(self, inp: StepInput) -> StepResult:
         created = self.platform.ledger.fence_user(inp.subject_key, inp.app_name, inp.request_id)
         return StepResult("fence", {"user_tombstones": 1 if created else 0})
 
-    @activity.defn(name="lift_fence")
+    @activity.defn(name=Activities.LIFT_FENCE)
     @translate_errors
     def lift_fence(self, inp: StepInput) -> StepResult:
         """Lift the user fence; session tombstones stay so old sessions can never be re-ingested."""
         lifted = self.platform.ledger.lift_user(inp.subject_key)
         return StepResult("lift_fence", {"user_tombstones_lifted": 1 if lifted else 0})
+
+    def activities(self) -> list[Callable[..., Any]]:
+        return [self.fence_user, self.lift_fence]

@@ -1,23 +1,22 @@
-"""Keys step: crypto-shred every wrapped version of the subject's data key."""
+"""Keys step (historical activity of requests filed before plans): the ``keys`` adapter's erase."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-from datetime import UTC, datetime
+from collections.abc import Callable
+from typing import Any
 
 from temporalio import activity
 
-from activities.support import PlatformActivities, translate_errors
-from workflows.contracts import StepInput, StepResult
+from activities.store_steps import StoreStepActivities
+from activities.support import translate_errors
+from workflows.contracts import Activities, StepInput, StepResult
 
 
-class KeyActivities(PlatformActivities):
-    @activity.defn(name="shred_keys")
+class KeyActivities(StoreStepActivities):
+    @activity.defn(name=Activities.KEYS)
     @translate_errors
     def shred_keys(self, inp: StepInput) -> StepResult:
-        destroyed = self.platform.keys.shred(inp.subject_key)
-        now = datetime.now(UTC).isoformat()
-        self.platform.requests.update_record(
-            inp.request_id, lambda r: r if r.keys_shredded_at else replace(r, keys_shredded_at=now)
-        )
-        return StepResult("keys", {"key_versions": destroyed})
+        return self.legacy_erase(inp, "keys")
+
+    def activities(self) -> list[Callable[..., Any]]:
+        return [self.shred_keys]

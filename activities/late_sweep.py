@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import structlog
 from temporalio import activity
@@ -10,13 +12,13 @@ from temporalio import activity
 from activities.support import PlatformActivities, count, translate_errors
 from stores.late_sweep import MALFORMED_LOG_LINES, sweep_erased_subject
 from stores.request_record import LateSweepNote
-from workflows.contracts import SweepFinding, SweepPage, SweepPageInput, SweepSubjectInput
+from workflows.contracts import Activities, SweepFinding, SweepPage, SweepPageInput, SweepSubjectInput
 
 log = structlog.get_logger("activities.late_sweep")
 
 
 class LateSweepActivities(PlatformActivities):
-    @activity.defn(name="sweep_page")
+    @activity.defn(name=Activities.SWEEP_PAGE)
     @translate_errors
     def sweep_page(self, inp: SweepPageInput) -> SweepPage:
         since = datetime.now(UTC) - timedelta(hours=inp.lookback_hours)
@@ -24,7 +26,7 @@ class LateSweepActivities(PlatformActivities):
         ids = [e.request_id for e in entries]
         return SweepPage(request_ids=ids, last_request_id=ids[-1] if ids else inp.after_request_id)
 
-    @activity.defn(name="sweep_subject")
+    @activity.defn(name=Activities.SWEEP_SUBJECT)
     @translate_errors
     def sweep_subject(self, inp: SweepSubjectInput) -> SweepFinding:
         entry = self.platform.ledger.entry(inp.request_id)
@@ -43,3 +45,6 @@ class LateSweepActivities(PlatformActivities):
             for store, n in found.items():
                 count("erasure_late_writes_found", "late writes removed by sweeps", n, store=store, sweep="scheduled")
         return SweepFinding(entry.request_id, entry.subject_key, counts, malformed_lines=malformed)
+
+    def activities(self) -> list[Callable[..., Any]]:
+        return [self.sweep_page, self.sweep_subject]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,7 +18,7 @@ from stores.identity import token_digest
 from stores.presence import presence
 from stores.redaction import sensitive
 from stores.request_record import CiphertextSample
-from workflows.contracts import BeginResult, FinishInput, HoldStatus, StateChange, StepInput
+from workflows.contracts import Activities, BeginResult, FinishInput, HoldStatus, StateChange, StepInput
 
 log = structlog.get_logger("activities.request")
 CANARY_COUNT = 5
@@ -69,7 +70,7 @@ def _event_texts(platform: Any, app_name: str, user_id: str, limit: int = 200) -
 
 
 class RequestActivities(PlatformActivities):
-    @activity.defn(name="begin_request")
+    @activity.defn(name=Activities.BEGIN)
     @translate_errors
     def begin_request(self, inp: StepInput) -> BeginResult:
         """Mark the request running; capture canary digests and a ciphertext sample (once)."""
@@ -110,18 +111,18 @@ class RequestActivities(PlatformActivities):
         digests = [token_digest(secret, tok) for tok in candidates[:50]]
         return self.platform.memory.unheld_digests(digests, subject_key)[:CANARY_COUNT]
 
-    @activity.defn(name="hold_active")
+    @activity.defn(name=Activities.HOLD_ACTIVE)
     @translate_errors
     def hold_active(self, inp: StepInput) -> HoldStatus:
         return HoldStatus(on_hold=self.platform.requests.active_hold(inp.subject_key) is not None)
 
-    @activity.defn(name="set_request_state")
+    @activity.defn(name=Activities.SET_STATE)
     @translate_errors
     def set_request_state(self, inp: StateChange) -> None:
         at = datetime.fromisoformat(inp.at) if inp.at else datetime.now(UTC)
         self.platform.requests.set_state(inp.request_id, inp.state, at)
 
-    @activity.defn(name="finish_request")
+    @activity.defn(name=Activities.FINISH)
     @translate_errors
     def finish_request(self, inp: FinishInput) -> None:
         """Final state, erasure ledger entry, and the raw user id forgotten (idempotent)."""
@@ -163,3 +164,6 @@ class RequestActivities(PlatformActivities):
         )
         if requests.forget_user_id(inp.request_id) or inp.status == "failed":
             count("erasure_requests_finished", "erasure requests by final status", status=inp.status)
+
+    def activities(self) -> list[Callable[..., Any]]:
+        return [self.begin_request, self.hold_active, self.set_request_state, self.finish_request]

@@ -30,13 +30,13 @@ from stores.platform import Platform
 from stores.seeder import seed_platform, user_ids
 from tests.stack_fixture import make_test_settings
 from workers.local_secrets import load_secrets
-from workers.service import file_request
+from workers.service import file_request, reverify_input
 from workers.settings import Settings
 from workers.stack import launcher
 from workers.temporal_client import connect
 from workers.wiring import build_platform
 from workers.worker import build_worker
-from workflows.contracts import VERIFIER_WORKFLOW, ErasureResult, VerifyInput, VerifyResult
+from workflows.contracts import VERIFIER_WORKFLOW, ErasureResult, VerifyResult
 
 APP = "bench-agent"
 #: the saga's activities that delete (the work the direct path also does)
@@ -167,7 +167,7 @@ class Bench:
         started = time.perf_counter()
         result = await self.client.execute_workflow(
             VERIFIER_WORKFLOW,
-            VerifyInput(row.request_id, row.subject_key, row.app_name, "final"),
+            reverify_input(row),
             id=f"bench-reverify-{row.request_id}",
             task_queue=self.settings.task_queue,
             result_type=VerifyResult,

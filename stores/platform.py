@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from mypy_boto3_kms import KMSClient
     from mypy_boto3_s3 import S3Client
 
+    from stores.adapters.registry import AdapterRegistry
     from stores.artifact_service import S3ArtifactService
     from stores.memory_service import FencedMemoryService
 
@@ -123,6 +124,13 @@ class Platform:
     @cached_property
     def logs(self) -> LogArchive:
         return LogArchive(self.s3, self.config.log_bucket, self.pool, self.config.subject_secret)
+
+    @cached_property
+    def adapters(self) -> AdapterRegistry:
+        """Every registered erase adapter (entry points ``erasure.adapters``), in plan order."""
+        from stores.adapters.registry import AdapterRegistry
+
+        return AdapterRegistry(self)
 
     def adk_session_service(self) -> DatabaseSessionService:
         """google-adk's own session service on the same database (call from async code)."""

@@ -9,39 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from stores.artifacts import user_prefix
+from stores.adapters.interface import Subject
 from stores.platform import Platform
-
-#: Probes stop at this many rows per store: the figure says "at least", the cost stays flat.
-PROBE_LIMIT = 1000
 
 
 def presence(platform: Platform, app_name: str, user_id: str, subject: str) -> dict[str, int]:
-    """Rows (capped at ``PROBE_LIMIT``) per store for one subject, each by its own index."""
-    with platform.pool.connection() as conn:
-        row = conn.execute(
-            "SELECT"
-            " (SELECT count(*) FROM (SELECT 1 FROM sessions WHERE app_name = %(app)s AND user_id = %(user)s"
-            "  LIMIT %(n)s) s),"
-            " (SELECT count(*) FROM (SELECT 1 FROM user_states WHERE app_name = %(app)s AND user_id = %(user)s"
-            "  LIMIT %(n)s) u),"
-            " (SELECT count(*) FROM (SELECT 1 FROM memories WHERE subject_key = %(sk)s LIMIT %(n)s) m),"
-            " (SELECT count(*) FROM (SELECT 1 FROM log_subject_index WHERE subject_key = %(sk)s LIMIT %(n)s) l),"
-            " (SELECT count(*) FROM (SELECT 1 FROM data_keys WHERE subject_key = %(sk)s LIMIT %(n)s) k)",
-            {"app": app_name, "user": user_id, "sk": subject, "n": PROBE_LIMIT},
-        ).fetchone()
-    assert row is not None
-    listing = platform.s3.list_objects_v2(
-        Bucket=platform.config.artifact_bucket, Prefix=user_prefix(app_name, subject), MaxKeys=1
-    )
-    return {
-        "sessions": int(row[0]),
-        "user_states": int(row[1]),
-        "memory_rows": int(row[2]),
-        "log_segments": int(row[3]),
-        "data_keys": int(row[4]),
-        "artifacts": int(listing.get("KeyCount", 0)),
-    }
+    """What each registered store holds of the subject (its adapter's ``locate``: bounded, indexed probes)."""
+    found: dict[str, int] = {}
+    who = Subject("", subject, app_name, user_id)
+    for adapter in platform.adapters.in_order():
+        for key, n in adapter.locate(who).items():
+            found[f"{adapter.name}.{key}" if key in found else key] = n
+    return found
 
 
 def ids_holding_data(platform: Platform, app_name: str, user_ids: Sequence[str]) -> list[str]:

@@ -40,6 +40,8 @@ class LateSweepNote:
 @dataclass(frozen=True)
 class RequestRecord:
     version: int = RECORD_VERSION
+    # filing: the stores of the request's plan, in order (None: filed before plans existed, the built-in five)
+    stores: list[str] | None = None
     # begin_request
     canaries: list[str] | None = None
     ciphertext_sample: CiphertextSample | None = None  # None also when the user had no memory row

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -13,7 +14,7 @@ from temporalio import activity
 from activities.support import PlatformActivities, translate_errors
 from stores.platform import Platform
 from verifier.receipt import SCHEMA_ID, digest, document_bytes, sign, signing_key
-from workflows.contracts import ReceiptInput, ReceiptRef
+from workflows.contracts import Activities, ReceiptInput, ReceiptRef
 
 
 def software_version() -> str:
@@ -71,7 +72,7 @@ class ReceiptActivities(PlatformActivities):
             "issued_at": datetime.now(UTC).isoformat(),
         }
 
-    @activity.defn(name="issue_receipt")
+    @activity.defn(name=Activities.RECEIPT)
     @translate_errors
     def issue_receipt(self, inp: ReceiptInput) -> ReceiptRef:
         with self.platform.pool.connection() as conn:
@@ -101,6 +102,9 @@ class ReceiptActivities(PlatformActivities):
             ContentType="application/json",
         )
         return ReceiptRef(inp.request_id, digest(document), key)
+
+    def activities(self) -> list[Callable[..., Any]]:
+        return [self.issue_receipt]
 
 
 def load_receipt(platform: Platform, request_id: str) -> dict[str, Any] | None:

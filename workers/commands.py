@@ -300,8 +300,9 @@ def _receipt_public_key(_args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _reverify(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.service import reverify_input
     from workers.temporal_client import connect
-    from workflows.contracts import VERIFIER_WORKFLOW, VerifyInput, VerifyResult
+    from workflows.contracts import VERIFIER_WORKFLOW, VerifyResult
 
     async def main() -> int:
         with _platform(settings) as platform:
@@ -311,7 +312,7 @@ def _reverify(args: argparse.Namespace, settings: Settings) -> int:
 
         result = await client.execute_workflow(
             VERIFIER_WORKFLOW,
-            VerifyInput(row.request_id, row.subject_key, row.app_name, "final"),
+            reverify_input(row),
             id=f"reverify-{row.request_id}-{uuid.uuid4().hex[:8]}",
             task_queue=settings.task_queue,
             result_type=VerifyResult,

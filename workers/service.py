@@ -18,7 +18,15 @@ from stores.presence import ids_holding_data
 from stores.requests import ErasureRequestRow
 from workers.errors import ErasureCliError
 from workers.settings import Settings
-from workflows.contracts import ERASURE_WORKFLOW, ErasureInput, Progress, workflow_id
+from workflows.contracts import (
+    ERASURE_WORKFLOW,
+    FENCE_CHECK,
+    ErasureInput,
+    PlanStep,
+    Progress,
+    VerifyInput,
+    workflow_id,
+)
 from workflows.search_attributes import ERASURE_DUE_DATE, ERASURE_STAGE, ERASURE_STATUS
 
 
@@ -110,6 +118,9 @@ async def file_request(
         requested_by=requested_by,
         reason=reason,
     )
+    plan = [PlanStep(p.name, list(p.after), p.batched) for p in platform.adapters.plan]
+    if created:  # an attached request keeps the plan it was filed with
+        platform.requests.merge_record(request_id, stores=[p.name for p in plan])
     row = platform.requests.get(request_id)
     delay = settings.ingestion_delay if ingestion_delay_seconds is None else ingestion_delay_seconds
     await client.start_workflow(
@@ -121,6 +132,7 @@ async def file_request(
             received_at=row.received_at.isoformat(),
             due_at=row.due_at.isoformat(),
             ingestion_delay_seconds=delay,
+            plan=plan,
         ),
         id=workflow_id(request_id),
         task_queue=settings.task_queue,
@@ -135,6 +147,13 @@ async def file_request(
         memo={"request_id": request_id, "app": app_name},
     )
     return Filed(request_id, sk, workflow_id(request_id), attached=not created, due_at=row.due_at)
+
+
+def reverify_input(row: ErasureRequestRow, phase: str = "final") -> VerifyInput:
+    """The verifier's input for a filed request: the checks of the stores its plan named (and the fence)."""
+    stores = row.record.stores
+    checks = [*stores, FENCE_CHECK] if stores is not None else []
+    return VerifyInput(row.request_id, row.subject_key, row.app_name, phase, checks=checks)
 
 
 async def progress(client: Client, request_id: str) -> Progress | None:

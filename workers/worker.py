@@ -35,7 +35,9 @@ from activities.logs import LogActivities
 from activities.memory import MemoryActivities
 from activities.request import RequestActivities
 from activities.sessions import SessionActivities
+from activities.store_steps import StoreStepActivities
 from activities.sweep import SweepActivities
+from stores.adapters.registry import AdapterRegistry
 from stores.platform import Platform
 from verifier.checks import VerifierActivities
 from verifier.receipt_activity import ReceiptActivities
@@ -73,31 +75,27 @@ class GracefulShutdown(Interceptor):
         return _StopAfterHeartbeatInbound(next)
 
 
-def activity_objects(platform: Platform, signing_seed: bytes) -> list[Any]:
+def activity_objects(platform: Platform, signing_seed: bytes, adapters: AdapterRegistry | None = None) -> list[Any]:
+    """Every activity object of the worker; ``adapters`` replaces the platform's registry (embedding, tests)."""
     return [
         RequestActivities(platform),
         FenceActivities(platform),
-        ArtifactActivities(platform),
-        SessionActivities(platform),
-        MemoryActivities(platform),
-        LogActivities(platform),
-        KeyActivities(platform),
-        SweepActivities(platform),
+        StoreStepActivities(platform, adapters),
+        ArtifactActivities(platform, adapters),
+        SessionActivities(platform, adapters),
+        MemoryActivities(platform, adapters),
+        LogActivities(platform, adapters),
+        KeyActivities(platform, adapters),
+        SweepActivities(platform, adapters),
         LateSweepActivities(platform),
-        VerifierActivities(platform),
+        VerifierActivities(platform, adapters),
         ReceiptActivities(platform, signing_seed),
     ]
 
 
 def activity_functions(objects: Sequence[Any]) -> list[Any]:
-    """Every ``@activity.defn`` method of the given activity objects."""
-    functions = []
-    for obj in objects:
-        for name in dir(type(obj)):
-            attr = getattr(obj, name)
-            if callable(attr) and hasattr(attr, "__temporal_activity_definition"):
-                functions.append(attr)
-    return functions
+    """The activities each object lists (its ``activities()``), in order."""
+    return [fn for obj in objects for fn in obj.activities()]
 
 
 def workflows() -> list[type]:

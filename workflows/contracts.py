@@ -42,6 +42,32 @@ class Activities:
     CHECK = "run_check"
     SWEEP_PAGE = "sweep_page"
     SWEEP_SUBJECT = "sweep_subject"
+    # the plan-driven saga: one activity per kind of store work, the store named in the input
+    ERASE_STORE = "erase_store"
+    SWEEP_STORES = "sweep_stores"
+
+
+def store_activity_id(store: str) -> str:
+    """The activity id of a plan's ``erase_store`` step for one store (one per run of the saga)."""
+    return f"erase:{store}"
+
+
+def activity_label(activity_type: str, activity_id: str) -> str:
+    """How history readers name an activity: ``erase:<store>`` for a plan's store steps, else its type."""
+    return activity_id if activity_type == Activities.ERASE_STORE else activity_type
+
+
+#: The verifier's check of the fence (session tombstones): not a store, always run after the stores' checks.
+FENCE_CHECK = "fence"
+
+
+@dataclass(frozen=True)
+class PlanStep:
+    """One store of the request's plan, as the registry ordered it when the request was filed."""
+
+    name: str  # the adapter's name: its step, its check and its key in the receipt
+    after: list[str] = field(default_factory=list)  # steps it waits for (resolved: no "*")
+    batched: bool = True  # heartbeats and resumes from its cursor
 
 
 @dataclass(frozen=True)
@@ -54,6 +80,9 @@ class ErasureInput:
     ingestion_delay_seconds: int = 3600
     #: set when a run continues as new (while on hold): what the earlier runs did, so this one resumes there
     resume: SagaProgress | None = None
+    #: the stores to erase, in order, fixed when the request was filed (``None``: a request filed before
+    #: plans existed, which runs the built-in steps as recorded)
+    plan: list[PlanStep] | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +90,22 @@ class StepInput:
     request_id: str
     subject_key: str
     app_name: str
+
+
+@dataclass(frozen=True)
+class StoreStepInput:
+    request_id: str
+    subject_key: str
+    app_name: str
+    store: str  # an adapter name from the request's plan
+
+
+@dataclass(frozen=True)
+class SweepStoresInput:
+    request_id: str
+    subject_key: str
+    app_name: str
+    stores: list[str] = field(default_factory=list)  # the plan's adapter names, in order
 
 
 @dataclass(frozen=True)
@@ -112,6 +157,9 @@ class VerifyInput:
     subject_key: str
     app_name: str
     phase: str  # "main" (after keys) or "final" (after the second sweep)
+    #: the checks to run: the plan's stores and the fence (empty: the built-in checks of requests filed
+    #: before plans existed)
+    checks: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

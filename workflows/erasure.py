@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TypeVar, cast
@@ -37,16 +38,17 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
+    from workflows import activity_refs as refs
     from workflows import error_types
     from workflows.contracts import (
+        FENCE_CHECK,
         STEPS,
         VERIFIER_WORKFLOW,
         Activities,
-        BeginResult,
         ErasureInput,
         ErasureResult,
         FinishInput,
-        HoldStatus,
+        PlanStep,
         Progress,
         ReceiptInput,
         ReceiptRef,
@@ -55,8 +57,11 @@ with workflow.unsafe.imports_passed_through():
         StepInput,
         StepProgress,
         StepResult,
+        StoreStepInput,
+        SweepStoresInput,
         VerifyInput,
         VerifyResult,
+        store_activity_id,
     )
     from workflows.search_attributes import ERASURE_DUE_DATE, ERASURE_STAGE, ERASURE_STATUS
 
@@ -71,6 +76,7 @@ BATCH_TIMEOUT = timedelta(minutes=30)
 HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 BATCHED_STEPS = frozenset({"artifacts", "sessions", "memory", "logs", "sweep"})
 T = TypeVar("T")
+A = TypeVar("A")
 
 
 async def call(name: str, arg: object, result_type: type[T], *, batched: bool = False) -> T:
@@ -86,9 +92,14 @@ async def call(name: str, arg: object, result_type: type[T], *, batched: bool = 
     return cast(T, result)
 
 
-async def call_void(name: str, arg: object) -> None:
-    """Run an activity that returns nothing."""
-    await workflow.execute_activity(name, arg, start_to_close_timeout=QUICK_TIMEOUT, retry_policy=RETRY)
+async def quick(declared: Callable[[A], T], arg: A) -> T:
+    """Run a quick activity by its typed declaration (``workflows.activity_refs``) with the saga's policy."""
+    return await workflow.execute_activity(declared, arg, start_to_close_timeout=QUICK_TIMEOUT, retry_policy=RETRY)
+
+
+def plan_step_names(plan: list[PlanStep]) -> tuple[str, ...]:
+    """The progress steps of a plan-driven saga: the fence, the plan's stores in order, then the rest."""
+    return ("fence", *(p.name for p in plan), "verify_main", "wait", "sweep", "lift_fence")
 
 
 STEP_ACTIVITY = {
@@ -138,6 +149,10 @@ class ErasureWorkflow:
         self._rechecks_this_run = 0
         self._stop_waiting = False  # a branch failed, or this run is about to continue as new
         self._runs = 1
+        self._plan: list[PlanStep] | None = None  # the request's stores (None: filed before plans existed)
+        self._completions = 0  # store steps finished so far in this run: a hold read is fresh for this epoch
+        self._hold_read: asyncio.Task[None] | None = None
+        self._hold_read_epoch = -1
 
     # ----- queries and signals --------------------------------------------------------------------
 
@@ -177,7 +192,7 @@ class ErasureWorkflow:
         )
 
     async def _record_state(self, request_id: str, state: str) -> None:
-        await call_void(Activities.SET_STATE, StateChange(request_id, state, workflow.now().isoformat()))
+        await quick(refs.set_request_state, StateChange(request_id, state, workflow.now().isoformat()))
 
     async def _note_hold(self, step: StepInput, on_hold: bool) -> None:
         """A change of the hold state, shown in the search attributes and recorded with the request."""
@@ -202,7 +217,7 @@ class ErasureWorkflow:
             self._hold_signals_seen = self._hold_signals
         while True:
             seen = self._hold_signals
-            status = await call(Activities.HOLD_ACTIVE, step, HoldStatus)
+            status = await quick(refs.hold_active, step)
             await self._note_hold(step, status.on_hold)
             if not status.on_hold:
                 return
@@ -218,7 +233,7 @@ class ErasureWorkflow:
             if self._stop_waiting:
                 raise _PauseForContinueAsNew()
             seen = self._hold_signals
-            status = await call(Activities.HOLD_ACTIVE, step, HoldStatus)
+            status = await quick(refs.hold_active, step)
             if not status.on_hold and self._on_hold:
                 self._hold_rechecks = 0
             await self._note_hold(step, status.on_hold)
@@ -246,13 +261,39 @@ class ErasureWorkflow:
         self._mark(name, "running")
         self._set_status("running", name)
         try:
-            result = await call(STEP_ACTIVITY[name], step, StepResult, batched=name in BATCHED_STEPS)
+            result = await self._step_activity(name, step)
         except ActivityError:
             self._mark(name, "failed")
             self._stop_waiting = True  # a branch waiting on a hold stops waiting: the failure decides
             raise
         self._mark(name, "done", result.counts)
+        self._completions += 1
         return result
+
+    async def _step_activity(self, name: str, step: StepInput) -> StepResult:
+        """A plan's store through ``erase_store``, its sweep through ``sweep_stores``; the built-in steps
+        of requests filed before plans through their historical activities."""
+        planned = {p.name: p for p in self._plan or []}
+        if name in planned:
+            return await workflow.execute_activity(
+                refs.erase_store,
+                StoreStepInput(step.request_id, step.subject_key, step.app_name, name),
+                start_to_close_timeout=BATCH_TIMEOUT if planned[name].batched else QUICK_TIMEOUT,
+                heartbeat_timeout=HEARTBEAT_TIMEOUT if planned[name].batched else None,
+                retry_policy=RETRY,
+                activity_id=store_activity_id(name),  # Temporal UI and history readers see which store
+                summary=f"erase {name}",
+            )
+        if self._plan is not None and name == "sweep":
+            return await workflow.execute_activity(
+                refs.sweep_stores,
+                SweepStoresInput(step.request_id, step.subject_key, step.app_name, list(planned)),
+                start_to_close_timeout=BATCH_TIMEOUT,
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                retry_policy=RETRY,
+                summary="second sweep: " + ", ".join(planned),
+            )
+        return await call(STEP_ACTIVITY[name], step, StepResult, batched=name in BATCHED_STEPS)
 
     def _done(self, name: str) -> bool:
         return self._steps[name].state in ("done", "skipped")
@@ -278,6 +319,8 @@ class ErasureWorkflow:
         memory reads it again after sessions, and keys after every branch. Every branch runs to its end
         (or to its hold gate) before a failure, which wins, or a pause is raised.
         """
+        if self._plan is not None:
+            return await self._delete_by_plan(step, self._plan)
         await self._gated_chain(step, ("fence",))
         if not all(self._done(n) for branch in SIDE_BY_SIDE for n in branch):
             await self._read_hold(step)
@@ -291,6 +334,34 @@ class ErasureWorkflow:
         if any(isinstance(o, _PauseForContinueAsNew) for o in outcomes):
             raise _PauseForContinueAsNew()
         await self._gated_chain(step, ("keys",))
+
+    async def _delete_by_plan(self, step: StepInput, plan: list[PlanStep]) -> None:
+        """Fence, then each store of the plan as soon as the stores it runs after are done (side by side
+        otherwise), the hold store read right before each; every store runs to its end (or its hold gate)
+        before a failure, which wins, or a pause is raised."""
+        await self._gated_chain(step, ("fence",))
+
+        async def one(planned: PlanStep) -> None:
+            await workflow.wait_condition(lambda: self._stop_waiting or all(self._done(d) for d in planned.after))
+            if self._stop_waiting:
+                raise _PauseForContinueAsNew()
+            await self._fresh_hold_read(step)
+            await self._run_step(planned.name, step)
+
+        outcomes = await asyncio.gather(*(one(p) for p in plan if not self._done(p.name)), return_exceptions=True)
+        failures = [o for o in outcomes if isinstance(o, BaseException) and not isinstance(o, _PauseForContinueAsNew)]
+        if failures:
+            raise failures[0]
+        if any(isinstance(o, _PauseForContinueAsNew) for o in outcomes):
+            raise _PauseForContinueAsNew()
+
+    async def _fresh_hold_read(self, step: StepInput) -> None:
+        """Read the hold store before a store step. Steps that became ready together (no store step
+        finished in between) share one read; a step that became ready later starts its own."""
+        if self._hold_read is None or self._hold_read.done() or self._hold_read_epoch != self._completions:
+            self._hold_read_epoch = self._completions
+            self._hold_read = asyncio.create_task(self._read_hold(step))
+        await self._hold_read
 
     async def _run_chain(self, step: StepInput, *names: str) -> None:
         for name in names:
@@ -334,7 +405,13 @@ class ErasureWorkflow:
     async def _verify(self, inp: ErasureInput, phase: str) -> VerifyResult:
         result = await workflow.execute_child_workflow(
             VERIFIER_WORKFLOW,
-            VerifyInput(inp.request_id, inp.subject_key, inp.app_name, phase),
+            VerifyInput(
+                inp.request_id,
+                inp.subject_key,
+                inp.app_name,
+                phase,
+                checks=[*(p.name for p in self._plan), FENCE_CHECK] if self._plan is not None else [],
+            ),
             id=f"verify-{inp.request_id}-{phase}",
             result_type=VerifyResult,
             memo={"request_id": inp.request_id, "phase": phase},
@@ -349,6 +426,10 @@ class ErasureWorkflow:
         self._due_at = inp.due_at
         workflow.upsert_search_attributes([ERASURE_DUE_DATE.value_set(datetime.fromisoformat(inp.due_at))])
         step = StepInput(inp.request_id, inp.subject_key, inp.app_name)
+        if inp.plan is not None:  # filed with a plan: its stores, no patch markers (none of its code is old)
+            self._plan = list(inp.plan)
+            self._steps = {name: StepProgress(name) for name in plan_step_names(self._plan)}
+            return await self._run_v2(inp, step)
         if inp.resume is not None or workflow.patched(HOLDS_AND_LIFECYCLE):
             return await self._run_v2(inp, step)
         return await self._run_v1(inp, step)
@@ -360,7 +441,7 @@ class ErasureWorkflow:
             self._restore(inp.resume, verifications)
         try:
             if inp.resume is None:
-                await call(Activities.BEGIN, step, BeginResult)
+                await quick(refs.begin_request, step)
             self._set_status("on_hold" if self._on_hold else "running", self._resume_stage())
             await self._delete_everything_v2(step)
             if not self._done("verify_main"):
@@ -408,7 +489,7 @@ class ErasureWorkflow:
         self._runs = resume.runs + 1
 
     def _resume_stage(self) -> str:
-        return next((name for name in STEPS if not self._done(name)), "fence")
+        return next((name for name in self._steps if not self._done(name)), "fence")
 
     def _wait_step(self, inp: ErasureInput) -> None:
         if inp.ingestion_delay_seconds > 0:
@@ -431,7 +512,7 @@ class ErasureWorkflow:
         """Lift the user fence as a recorded step, without changing the request's status or stage."""
         self._mark("lift_fence", "running")
         try:
-            result = await call(STEP_ACTIVITY["lift_fence"], step, StepResult)
+            result = await quick(refs.lift_fence, step)
         except ActivityError:
             self._mark("lift_fence", "failed")
             raise
@@ -443,19 +524,18 @@ class ErasureWorkflow:
         """Finish (the erasure time and ledger entry recorded), then lift the fence, then the receipt."""
         now = workflow.now().isoformat()
         self._set_status(status, "finish")
-        await call_void(Activities.FINISH, FinishInput(inp.request_id, inp.subject_key, inp.app_name, status, now))
+        await quick(refs.finish_request, FinishInput(inp.request_id, inp.subject_key, inp.app_name, status, now))
         self._set_status(status, "lift_fence")
         await self._lift_fence_step(step)
         self._set_status(status, "receipt")
         return await self._receipt(inp, status, now, verifications)
 
     async def _receipt(self, inp: ErasureInput, status: str, now: str, verifications: list[VerifyResult]) -> ReceiptRef:
-        ref = await call(
-            Activities.RECEIPT,
+        ref = await quick(
+            refs.issue_receipt,
             ReceiptInput(
                 inp.request_id, inp.subject_key, inp.app_name, status, now, list(self._steps.values()), verifications
             ),
-            ReceiptRef,
         )
         self._set_status(status, "done")
         return ref
@@ -471,8 +551,8 @@ class ErasureWorkflow:
             except ActivityError:
                 fence = "kept"
         self._set_status("failed", failed)
-        await call_void(
-            Activities.FINISH,
+        await quick(
+            refs.finish_request,
             FinishInput(
                 inp.request_id,
                 inp.subject_key,
@@ -488,7 +568,7 @@ class ErasureWorkflow:
         """The saga as recorded before ``HOLDS_AND_LIFECYCLE`` (replays running histories unchanged)."""
         verifications: list[VerifyResult] = []
         try:
-            await call(Activities.BEGIN, step, BeginResult)
+            await quick(refs.begin_request, step)
             self._set_status("running", "fence")
             await self._hold_gate(step)
             parallel = workflow.patched(PARALLEL_DELETION)
@@ -525,7 +605,7 @@ class ErasureWorkflow:
     async def _finish(self, inp: ErasureInput, status: str, verifications: list[VerifyResult]) -> ReceiptRef | None:
         now = workflow.now().isoformat()
         self._set_status(status, "receipt" if status != "failed" else self._stage)
-        await call_void(Activities.FINISH, FinishInput(inp.request_id, inp.subject_key, inp.app_name, status, now))
+        await quick(refs.finish_request, FinishInput(inp.request_id, inp.subject_key, inp.app_name, status, now))
         if status == "failed":
             return None
         return await self._receipt(inp, status, now, verifications)

@@ -13,6 +13,7 @@ from stores.identity import subject_key
 from stores.seeder import user_ids
 from tests.saga_harness import SagaHarness
 from tests.untouched import assert_untouched
+from workflows.contracts import activity_label
 
 HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
@@ -68,17 +69,17 @@ async def _assert_saga_order(saga: SagaHarness, request_id: str) -> None:
     for ev in history.events:
         if ev.HasField("activity_task_scheduled_event_attributes"):
             attrs = ev.activity_task_scheduled_event_attributes
-            names[ev.event_id] = attrs.activity_type.name
-            scheduled.setdefault(attrs.activity_type.name, (ev.event_id, attrs.workflow_task_completed_event_id))
+            names[ev.event_id] = activity_label(attrs.activity_type.name, attrs.activity_id)
+            scheduled.setdefault(names[ev.event_id], (ev.event_id, attrs.workflow_task_completed_event_id))
         elif ev.HasField("activity_task_completed_event_attributes"):
             completed[names[ev.activity_task_completed_event_attributes.scheduled_event_id]] = ev.event_id
-    deleting = ("erase_artifacts", "erase_sessions", "purge_logs")
-    assert all(completed["fence_user"] < scheduled[a][0] for a in (*deleting, "forget_memory"))
+    deleting = ("erase:artifacts", "erase:sessions", "erase:logs")
+    assert all(completed["fence_user"] < scheduled[a][0] for a in (*deleting, "erase:memory"))
     assert len({scheduled[a][1] for a in deleting}) == 1, scheduled  # side by side
-    assert completed["erase_sessions"] < scheduled["forget_memory"][0]
-    before_keys = ("erase_artifacts", "forget_memory", "purge_logs")
-    assert all(completed[a] < scheduled["shred_keys"][0] for a in before_keys)
-    assert completed["shred_keys"] < scheduled["second_sweep"][0] < scheduled["lift_fence"][0]
+    assert completed["erase:sessions"] < scheduled["erase:memory"][0]
+    before_keys = ("erase:artifacts", "erase:memory", "erase:logs")
+    assert all(completed[a] < scheduled["erase:keys"][0] for a in before_keys)
+    assert completed["erase:keys"] < scheduled["sweep_stores"][0] < scheduled["lift_fence"][0]
 
 
 async def test_second_request_finds_nothing_and_duplicates_attach(saga: SagaHarness) -> None:

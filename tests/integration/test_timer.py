@@ -7,21 +7,21 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from temporalio import activity
 from temporalio.testing import WorkflowEnvironment
 
-from activities.sessions import SessionActivities
+from stores.adapters.interface import Subject
 from stores.identity import subject_key
 from stores.memory import NewMemory
 from stores.platform import Platform
 from stores.seeder import seed_platform, user_ids
+from tests.adapter_wrap import Wrapped, registry_with
 from verifier.receipt import load_public_key, public_key_pem, signing_key, verify
 from verifier.receipt_activity import load_receipt
 from workers.local_secrets import load_secrets
 from workers.service import file_request, signal_hold_change
 from workers.settings import Settings
 from workers.worker import activity_objects, build_worker
-from workflows.contracts import ErasureResult, Progress, StepInput, StepResult, workflow_id
+from workflows.contracts import ErasureResult, Progress, workflow_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -73,17 +73,11 @@ async def test_a_year_long_hold_continues_as_new_and_then_completes(
     sk = subject_key(platform.config.subject_secret, app, user)
     secrets = load_secrets(settings)
 
-    class HoldingSessions(SessionActivities):
-        @activity.defn(name="erase_sessions")
-        def erase_sessions(self, inp: StepInput) -> StepResult:
-            result = SessionActivities.erase_sessions(self, inp)
-            platform.requests.place_hold(inp.subject_key, app, "held for a year", "legal")
-            return result
+    def hold(_subject: Subject) -> None:
+        platform.requests.place_hold(sk, app, "held for a year", "legal")
 
-    objects = [
-        HoldingSessions(platform) if isinstance(o, SessionActivities) else o
-        for o in activity_objects(platform, secrets.signing_key)
-    ]
+    holding = registry_with(platform, Wrapped(platform.adapters.get("sessions"), after_erase=hold))
+    objects = activity_objects(platform, secrets.signing_key, holding)
     worker = build_worker(env.client, settings.task_queue, platform, secrets.signing_key, activities=objects)
     async with worker:
         with env.auto_time_skipping_disabled():

@@ -1,18 +1,25 @@
 """Every verifier check fails closed: an input that was never recorded fails the check, it never passes
-having checked nothing. The stores are replaced by a fake that answers "nothing left" to every read, so
-only the recorded state decides."""
+having checked nothing. Each adapter's reads are replaced by a fake that answers "nothing left" to every
+read, so only the recorded state decides; a store no adapter provides fails too."""
 
 from __future__ import annotations
 
 import dataclasses
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from stores.adapters.artifacts import ArtifactsAdapter
+from stores.adapters.interface import Bound
+from stores.adapters.keys import KeysAdapter
+from stores.adapters.memory import MemoryAdapter
+from stores.adapters.registry import AdapterConfigError
+from stores.adapters.sessions import SessionsAdapter
 from stores.request_record import RequestRecord
+from verifier import checks
 from verifier.checks import CheckContext, VerifierActivities
-from verifier.reads import Bound
 from workflows.contracts import CheckInput, CheckResult
 
 SUBJECT = "sk_" + "a" * 40
@@ -39,9 +46,7 @@ class NothingLeft:
                 return {"sessions": 0, "events": 0, "user_states": 0}
             if name == "artifact_entries":
                 return {"object_versions": 0, "delete_markers": 0}
-            if name in ("tombstoned_sessions",):
-                return {"s1"}
-            if name == "erased_memory_ids":
+            if name in ("erased_memory_ids", "erased_session_ids"):
                 return []
             if name == "sample_decrypts":
                 return False
@@ -50,19 +55,34 @@ class NothingLeft:
         return read
 
 
-def verifier() -> tuple[VerifierActivities, NothingLeft]:
-    acts = VerifierActivities(None)  # type: ignore[arg-type]
+class Registry:
+    def __init__(self, adapters: dict[str, Any]) -> None:
+        self.adapters = adapters
+
+    def get(self, name: str) -> Any:
+        if name not in self.adapters:
+            raise AdapterConfigError(f"no adapter named {name!r}")
+        return self.adapters[name]
+
+
+def verifier(monkeypatch: pytest.MonkeyPatch) -> tuple[VerifierActivities, NothingLeft]:
     fake = NothingLeft()
-    acts.__dict__["reads"] = fake  # the cached property
-    acts._belongs = lambda app, subject: lambda user: False  # type: ignore[method-assign]
-    return acts, fake
+    platform: Any = SimpleNamespace(pool=None, s3=None, kms=None, config=SimpleNamespace(subject_secret=b"s"))
+    adapters = {}
+    for cls in (SessionsAdapter, ArtifactsAdapter, MemoryAdapter, KeysAdapter):
+        adapter = cls.__new__(cls)
+        adapter.platform = platform
+        adapter.reads = fake  # type: ignore[assignment]
+        adapters[cls.name] = adapter
+    adapters["sessions"]._belongs = lambda subject: lambda user: False  # type: ignore[method-assign]
+    platform.adapters = Registry(adapters)
+    monkeypatch.setattr(checks, "tombstoned_sessions", lambda pool, subject: {"s1"})
+    return VerifierActivities(platform), fake
 
 
-def run(check: str, record: RequestRecord, bound: Bound | None = None) -> CheckResult:
-    acts, _ = verifier()
-    ctx = CheckContext(CheckInput("r1", SUBJECT, "app", check, "final"), "user-1", record, bound)
-    result: CheckResult = getattr(acts, f"check_{check}")(ctx)
-    return result
+def run(monkeypatch: pytest.MonkeyPatch, check: str, record: RequestRecord, bound: Bound | None = None) -> CheckResult:
+    acts, _ = verifier(monkeypatch)
+    return acts.check(CheckContext(CheckInput("r1", SUBJECT, "app", check, "final"), "user-1", record, bound))
 
 
 # check -> the record fields it needs (each, left unrecorded, must fail it)
@@ -71,42 +91,65 @@ NEEDS = {
     "memory": ["erased_sessions", "derived_removed", "canaries"],
     "keys": ["keys_shredded_at", "canaries"],
     "fence": ["erased_sessions"],
-    "logs": ["purged_segments"],
 }
 
 
 @pytest.mark.parametrize(("check", "field"), [(c, f) for c, fs in NEEDS.items() for f in fs])
-def test_a_check_fails_when_an_input_was_never_recorded(check: str, field: str) -> None:
-    result = run(check, dataclasses.replace(COMPLETE, **{field: None}))
+def test_a_check_fails_when_an_input_was_never_recorded(
+    monkeypatch: pytest.MonkeyPatch, check: str, field: str
+) -> None:
+    result = run(monkeypatch, check, dataclasses.replace(COMPLETE, **{field: None}))
     assert not result.passed
     assert result.detail.startswith("input missing: "), result.detail
 
 
-@pytest.mark.parametrize("check", sorted(set(NEEDS) - {"logs"}))  # logs reads S3 itself (verifier.log_reads)
-def test_the_same_check_passes_with_every_input_recorded_and_nothing_left(check: str) -> None:
-    result = run(check, COMPLETE)
+def test_the_logs_check_fails_when_its_segments_were_never_recorded() -> None:
+    from stores.adapters.logs import LogsAdapter
+
+    adapter = LogsAdapter.__new__(LogsAdapter)  # reads nothing before it looks at the record
+    found = adapter.remaining(
+        checks.Subject("r1", SUBJECT, "app", None), dataclasses.replace(COMPLETE, purged_segments=None), None, print
+    )
+    assert checks.judged("logs", found).detail.startswith("input missing: ")
+
+
+@pytest.mark.parametrize("check", ["sessions", "artifacts", "memory", "keys", "fence"])
+def test_the_same_check_passes_with_every_input_recorded_and_nothing_left(
+    monkeypatch: pytest.MonkeyPatch, check: str
+) -> None:
+    result = run(monkeypatch, check, COMPLETE)
     assert result.passed, result
 
 
-@pytest.mark.parametrize("check", sorted(set(NEEDS) - {"logs"}))
-def test_a_fresh_record_fails_every_check_that_reads_one(check: str) -> None:
-    assert not run(check, RequestRecord()).passed
+@pytest.mark.parametrize("check", ["sessions", "memory", "keys", "fence"])
+def test_a_fresh_record_fails_every_check_that_reads_one(monkeypatch: pytest.MonkeyPatch, check: str) -> None:
+    assert not run(monkeypatch, check, RequestRecord()).passed
 
 
-def test_recorded_empty_lists_are_inputs_not_gaps() -> None:
+def test_a_store_no_adapter_provides_fails_its_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    result = run(monkeypatch, "vector_cache", COMPLETE)
+    assert not result.passed
+    assert result.detail == "input missing: an adapter for the store 'vector_cache' on this worker"
+
+
+def test_recorded_empty_lists_are_inputs_not_gaps(monkeypatch: pytest.MonkeyPatch) -> None:
     empty = dataclasses.replace(COMPLETE, erased_sessions=[], canaries=[], derived_removed=[])
-    for check in ("sessions", "memory", "fence"):
-        assert run(check, empty).passed, check
+    for check in ("sessions", "memory"):
+        assert run(monkeypatch, check, empty).passed, check
+    acts, _ = verifier(monkeypatch)
+    monkeypatch.setattr(checks, "tombstoned_sessions", lambda pool, subject: set())
+    ctx = CheckContext(CheckInput("r1", SUBJECT, "app", "fence", "final"), "user-1", empty, None)
+    assert acts.check(ctx).passed
 
 
-def test_a_completed_request_bounds_every_read_by_the_erasure_time() -> None:
+def test_a_completed_request_bounds_every_read_by_the_erasure_time(monkeypatch: pytest.MonkeyPatch) -> None:
     erased = datetime(2026, 1, 1, 12, 0, 0, 500000, tzinfo=UTC)
     shredded = datetime(2026, 1, 1, 11, 59, tzinfo=UTC)
     bound = Bound(erased, shredded)
-    acts, fake = verifier()
+    acts, fake = verifier(monkeypatch)
     for check in ("sessions", "artifacts", "memory", "keys"):
         ctx = CheckContext(CheckInput("r1", SUBJECT, "app", check, "final"), None, COMPLETE, bound)
-        assert getattr(acts, f"check_{check}")(ctx).passed
+        assert acts.check(ctx).passed
     args = {name: a for name, a in fake.calls}
     assert args["rows_under_session_ids"][-1] == erased
     assert args["artifact_entries"][-1] == datetime(2026, 1, 1, 11, 59, 59, tzinfo=UTC)  # S3: whole seconds, -1 s

@@ -1,0 +1,89 @@
+"""Store steps of the plan-driven saga: one activity per kind of store work, the adapter named in the input.
+
+``erase_store`` runs one adapter's ``erase`` with the request's raw user id (looked up here, never passed
+through Temporal), resuming from the cursor in the last heartbeat of a previous attempt. ``sweep_stores``
+is the second sweep: every adapter of the plan again, in plan order, for anything a late writer slipped
+past the fence. The built-in steps' historical activities (``erase_artifacts``, ``forget_memory``, ...)
+run the same code for requests filed before plans existed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from temporalio import activity
+
+from activities.support import PlatformActivities, beat, count, heartbeat_details, translate_errors
+from stores.adapters.interface import Subject
+from stores.adapters.registry import AdapterRegistry
+from stores.platform import Platform
+from stores.redaction import sensitive
+from workflows.contracts import Activities, StepInput, StepResult, StoreStepInput, SweepStoresInput
+
+
+def _beat(details: dict[str, Any]) -> None:
+    beat(**details)
+
+
+def erase_in(adapters: AdapterRegistry, subject: Subject, store: str) -> StepResult:
+    """One adapter's erase for the subject (raw id known), resumed from the last heartbeat's cursor."""
+    adapter = adapters.get(store)
+    with sensitive(*([subject.user_id] if subject.user_id else [])):
+        counts = adapter.erase(subject, heartbeat_details({}), _beat)
+    return StepResult(store, counts)
+
+
+def sweep_all(
+    adapters: AdapterRegistry, subject: Subject, stores: Sequence[str]
+) -> tuple[dict[str, int], dict[str, int]]:
+    """The second sweep: each store's ``sweep_before`` with no date bound, in plan order; returns (found,
+    reported) counts. Count names are the adapters' own; a name two stores share is prefixed by the store."""
+    found: dict[str, int] = {}
+    reported: dict[str, int] = {}
+    with sensitive(*([subject.user_id] if subject.user_id else [])):
+        for name in stores:
+            swept = adapters.get(name).sweep_before(subject, None, None)
+            for key, n in swept.found.items():
+                found[f"{name}.{key}" if key in found else key] = n
+            for key, n in swept.reported.items():
+                reported[key] = reported.get(key, 0) + n
+            beat(phase=name, found=sum(swept.found.values()))
+    return found, reported
+
+
+class StoreStepActivities(PlatformActivities):
+    """``adapters``: the platform's registry unless given (embedding, tests that wrap one store)."""
+
+    def __init__(self, platform: Platform, adapters: AdapterRegistry | None = None) -> None:
+        super().__init__(platform)
+        self.adapters = adapters if adapters is not None else platform.adapters
+
+    def adapter_subject(self, request_id: str, subject_key: str, app_name: str) -> Subject:
+        raw = self.subject(request_id, subject_key, app_name)
+        return Subject(request_id, subject_key, app_name, raw.user_id)
+
+    @activity.defn(name=Activities.ERASE_STORE)
+    @translate_errors
+    def erase_store(self, inp: StoreStepInput) -> StepResult:
+        return erase_in(self.adapters, self.adapter_subject(inp.request_id, inp.subject_key, inp.app_name), inp.store)
+
+    @activity.defn(name=Activities.SWEEP_STORES)
+    @translate_errors
+    def sweep_stores(self, inp: SweepStoresInput) -> StepResult:
+        return self.second_sweep_of(StepInput(inp.request_id, inp.subject_key, inp.app_name), inp.stores)
+
+    def second_sweep_of(self, inp: StepInput, stores: Sequence[str]) -> StepResult:
+        subject = self.adapter_subject(inp.request_id, inp.subject_key, inp.app_name)
+        found, _reported = sweep_all(self.adapters, subject, stores)
+        self.platform.requests.merge_record(inp.request_id, second_sweep=found)
+        for store, n in found.items():
+            count("erasure_late_writes_found", "late writes removed by sweeps", n, store=store, sweep="second")
+        return StepResult("sweep", found)
+
+    def legacy_erase(self, inp: StepInput, store: str) -> StepResult:
+        """A built-in step's historical activity: the same adapter code, the step's historical name."""
+        return erase_in(self.adapters, self.adapter_subject(inp.request_id, inp.subject_key, inp.app_name), store)
+
+    def activities(self) -> list[Callable[..., Any]]:
+        return [self.erase_store, self.sweep_stores]

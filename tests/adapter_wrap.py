@@ -1,0 +1,60 @@
+"""Test support: one store's adapter wrapped, to act when its step runs (place a hold, fail, plant)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from stores.adapters.interface import Beat, Bound, EraseAdapter, Remaining, Subject, Swept
+from stores.adapters.registry import AdapterRegistry
+from stores.platform import Platform
+from stores.request_record import RequestRecord
+
+
+class Wrapped:
+    """``inner`` as it is, with ``after_erase(subject)`` called once its ``erase`` returned (``before_erase``
+    before it starts) and ``after_sweep`` likewise around the second sweep's ``sweep_before``."""
+
+    def __init__(
+        self,
+        inner: EraseAdapter,
+        *,
+        before_erase: Callable[[Subject], None] | None = None,
+        after_erase: Callable[[Subject], None] | None = None,
+        after_sweep: Callable[[Subject], None] | None = None,
+    ) -> None:
+        self.inner = inner
+        self.name, self.after, self.batched = inner.name, inner.after, inner.batched
+        self.before_erase, self.after_erase, self.after_sweep = before_erase, after_erase, after_sweep
+
+    def locate(self, subject: Subject) -> dict[str, int]:
+        return self.inner.locate(subject)
+
+    def erase(self, subject: Subject, cursor: Mapping[str, Any], beat: Beat) -> dict[str, int]:
+        if self.before_erase:
+            self.before_erase(subject)
+        counts = self.inner.erase(subject, cursor, beat)
+        if self.after_erase:
+            self.after_erase(subject)
+        return counts
+
+    def remaining(self, subject: Subject, record: RequestRecord, bound: Bound | None, beat: Beat) -> Remaining:
+        return self.inner.remaining(subject, record, bound, beat)
+
+    def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:
+        swept = self.inner.sweep_before(subject, before, keys_shredded_at)
+        if self.after_sweep:
+            self.after_sweep(subject)
+        return swept
+
+    def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
+        return self.inner.fingerprint(app_name, user_id)
+
+
+def registry_with(platform: Platform, *adapters: EraseAdapter) -> AdapterRegistry:
+    """The platform's registry with these adapters standing in for the ones of the same names."""
+    registry = platform.adapters
+    for adapter in adapters:
+        registry = registry.replacing(adapter)
+    return registry

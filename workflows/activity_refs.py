@@ -1,0 +1,74 @@
+"""Typed references to the activities the plan-driven saga calls: declarations only.
+
+Each is declared with its name (from ``contracts.Activities``) and its input and result types, so the saga
+calls ``workflow.execute_activity(erase_store, StoreStepInput(...))`` with both checked by mypy, without
+importing an implementation (those live in ``activities/`` and ``verifier/`` and register the same names).
+Calling one of these directly is a mistake: they raise.
+"""
+
+from __future__ import annotations
+
+from temporalio import activity
+
+from workflows.contracts import (
+    Activities,
+    BeginResult,
+    FinishInput,
+    HoldStatus,
+    ReceiptInput,
+    ReceiptRef,
+    StateChange,
+    StepInput,
+    StepResult,
+    StoreStepInput,
+    SweepStoresInput,
+)
+
+
+def _declared_only() -> NotImplementedError:
+    return NotImplementedError("an activity declaration: the worker runs the implementation in activities/")
+
+
+@activity.defn(name=Activities.BEGIN)
+def begin_request(inp: StepInput) -> BeginResult:
+    raise _declared_only()
+
+
+@activity.defn(name=Activities.HOLD_ACTIVE)
+def hold_active(inp: StepInput) -> HoldStatus:
+    raise _declared_only()
+
+
+@activity.defn(name=Activities.SET_STATE)
+def set_request_state(inp: StateChange) -> None:
+    raise _declared_only()
+
+
+@activity.defn(name=Activities.FENCE)
+def fence_user(inp: StepInput) -> StepResult:
+    raise _declared_only()
+
+
+@activity.defn(name=Activities.ERASE_STORE)
+def erase_store(inp: StoreStepInput) -> StepResult:
+    raise _declared_only()
+
+
+@activity.defn(name=Activities.SWEEP_STORES)
+def sweep_stores(inp: SweepStoresInput) -> StepResult:
+    raise _declared_only()
+
+
+@activity.defn(name=Activities.LIFT_FENCE)
+def lift_fence(inp: StepInput) -> StepResult:
+    raise _declared_only()
+
+
+@activity.defn(name=Activities.FINISH)
+def finish_request(inp: FinishInput) -> None:
+    raise _declared_only()
+
+
+@activity.defn(name=Activities.RECEIPT)
+def issue_receipt(inp: ReceiptInput) -> ReceiptRef:
+    raise _declared_only()
