@@ -21,6 +21,7 @@ from stores.errors import InvalidIdentifier, RecordInvalid, RequestNotFound, Unk
 from stores.platform import Platform
 from stores.redaction import mask, sensitive
 from workflows import error_types
+from workflows.contracts import activity_label
 
 log = structlog.get_logger("activities")
 
@@ -67,17 +68,23 @@ def translate_errors(fn: Callable[P, R]) -> Callable[P, R]:
 
 def _translated(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
     info = activity.info()
-    log.info("activity_started", activity=info.activity_type, attempt=info.attempt, workflow=info.workflow_id)
+    log.info(
+        "activity_started",
+        activity=activity_label(info.activity_type, info.activity_id),
+        attempt=info.attempt,
+        workflow=info.workflow_id,
+    )
     if PAUSE_AFTER_BEAT:
         time.sleep(PAUSE_AFTER_BEAT)  # crash drills: let a kill land between steps too
     started = time.monotonic()
     try:
         result = fn(*args, **kwargs)
         elapsed = time.monotonic() - started
-        log.info("activity_done", activity=info.activity_type, workflow=info.workflow_id, seconds=round(elapsed, 3))
+        label = activity_label(info.activity_type, info.activity_id)
+        log.info("activity_done", activity=label, workflow=info.workflow_id, seconds=round(elapsed, 3))
         activity.metric_meter().create_histogram_float(
             "erasure_step_duration_ms", "time per saga step (activity), by step", "ms"
-        ).record(elapsed * 1000.0, {"step": info.activity_type})
+        ).record(elapsed * 1000.0, {"step": label})
         return result
     except InvalidIdentifier as exc:
         raise non_retryable(mask(str(exc)), error_types.INVALID_IDENTIFIER) from None
@@ -98,8 +105,10 @@ def _translated(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         raise ApplicationError(f"store error {code}", type="StoreTransient") from None
     except (psycopg.OperationalError, PoolTimeout):
         raise ApplicationError("database unavailable", type="DatabaseUnavailable") from None
-    except TemporalError:  # ours (ApplicationError) or the SDK's (cancellation): PII-free already
-        raise
+    except TemporalError as exc:  # ours (ApplicationError) or the SDK's (cancellation): PII-free already
+        # without the frames it passed through: a deep store call's trace could push the encrypted failure
+        # past the server's size limit, which then replaces it with "Failure exceeds size limit"
+        raise exc.with_traceback(None) from None
     except Exception as exc:
         log.warning("activity_error", activity=info.activity_type, error=type(exc).__name__)
         raise ApplicationError(mask(f"{type(exc).__name__}: {exc}")[:500], type=type(exc).__name__) from None

@@ -10,6 +10,8 @@ from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 
+from workflows.contracts import activity_label
+
 
 @dataclass(frozen=True)
 class Record:
@@ -28,7 +30,8 @@ def records(events: Iterable[Any]) -> list[Record]:
         at = ev.event_time.ToMicroseconds() / 1e6
         t = ev.event_type
         if t == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            name = ev.activity_task_scheduled_event_attributes.activity_type.name
+            attrs = ev.activity_task_scheduled_event_attributes
+            name = activity_label(attrs.activity_type.name, attrs.activity_id)
             out.append(Record(ev.event_id, "start", name, 0, at))
         elif t == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
             out.append(

@@ -40,7 +40,7 @@ from workflows.contracts import VERIFIER_WORKFLOW, ErasureResult, VerifyResult
 
 APP = "bench-agent"
 #: the saga's activities that delete (the work the direct path also does)
-DELETION_STEPS = frozenset({"erase_artifacts", "erase_sessions", "forget_memory", "purge_logs", "shred_keys"})
+DELETION_STEPS = frozenset({"erase:artifacts", "erase:sessions", "erase:memory", "erase:logs", "erase:keys"})
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from temporalio.client import Client
 from tests.untouched import assert_untouched
 from tests.worker_process import WorkerProcess
 from workers.settings import Settings
-from workflows.contracts import workflow_id
+from workflows.contracts import activity_label, workflow_id
 from workflows.search_attributes import ERASURE_STAGE
 
 
@@ -39,7 +39,7 @@ async def pending_heartbeats(client: Client, request_id: str) -> dict[str, dict[
             values = await client.data_converter.decode(pending.heartbeat_details.payloads)
             if values and isinstance(values[0], dict):
                 details = values[0]
-        out[pending.activity_type.name] = details
+        out[activity_label(pending.activity_type.name, pending.activity_id)] = details
     return out
 
 
@@ -92,14 +92,14 @@ async def drill(
 # ----- the long randomised run: python -m tests.crash_drill --erasures 5 ------------------------------
 
 RANDOM_POINTS = [  # in the order they can occur (artifacts, logs and sessions -> memory run side by side)
-    KillPoint("sessions", "erase_sessions"),
-    KillPoint("memory", "forget_memory"),
-    KillPoint("artifacts mid-batch", "erase_artifacts", lambda d: d.get("batches", 0) >= 1),
-    KillPoint("logs mid-batch", "purge_logs", lambda d: d.get("segments", 0) >= 1),
-    KillPoint("keys", "shred_keys"),
+    KillPoint("sessions", "erase:sessions"),
+    KillPoint("memory", "erase:memory"),
+    KillPoint("artifacts mid-batch", "erase:artifacts", lambda d: d.get("batches", 0) >= 1),
+    KillPoint("logs mid-batch", "erase:logs", lambda d: d.get("segments", 0) >= 1),
+    KillPoint("keys", "erase:keys"),
     KillPoint("main verification", stage="verify_main"),
     KillPoint("durable timer", stage="wait"),
-    KillPoint("sweep", "second_sweep"),
+    KillPoint("sweep", "sweep_stores"),
     KillPoint("lift fence", "lift_fence"),
 ]
 

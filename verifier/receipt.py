@@ -18,9 +18,9 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-SCHEMA_ID = "erasure-receipt/2"
+SCHEMA_ID = "erasure-receipt/3"
 #: Receipts of every schema this code has issued stay verifiable.
-KNOWN_SCHEMAS = ("erasure-receipt/1", SCHEMA_ID)
+KNOWN_SCHEMAS = ("erasure-receipt/1", "erasure-receipt/2", SCHEMA_ID)
 ALGORITHM = "Ed25519"
 
 

@@ -16,6 +16,9 @@ from stores.platform import Platform
 from verifier.receipt import SCHEMA_ID, digest, document_bytes, sign, signing_key
 from workflows.contracts import Activities, ReceiptInput, ReceiptRef
 
+#: the stores a request filed before plans existed ran (its receipt lists them)
+LEGACY_STORES = ("artifacts", "sessions", "memory", "logs", "keys")
+
 
 def software_version() -> str:
     try:
@@ -39,6 +42,8 @@ class ReceiptActivities(PlatformActivities):
         completed = datetime.fromisoformat(inp.completed_at)
         return {
             "schema": SCHEMA_ID,
+            # the plan's stores (requests filed before plans: the five built-in stores they ran)
+            "stores": list(record.stores if record.stores is not None else LEGACY_STORES),
             "request_id": inp.request_id,
             "subject_key": inp.subject_key,
             "app_name": inp.app_name,

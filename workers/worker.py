@@ -57,7 +57,12 @@ class _StopAfterHeartbeat(ActivityOutboundInterceptor):
         self.next.heartbeat(*details)  # the SDK sends this heartbeat before it reports the failure below
         if activity.is_worker_shutdown():
             info = activity.info()
-            log.info("activity_stopped_for_shutdown", activity=info.activity_type, attempt=info.attempt)
+            log.info(
+                "activity_stopped_for_shutdown",
+                activity=info.activity_type,
+                activity_id=info.activity_id,
+                attempt=info.attempt,
+            )
             raise ApplicationError(
                 "worker shutting down; progress kept in the last heartbeat", type=WORKER_SHUTTING_DOWN
             )

@@ -23,18 +23,18 @@ DRILLS = {
     # while the longer branches are still mid-way; a point is reached as soon as its branch's last
     # heartbeat satisfies it, however far that branch got in the meantime
     "inside-batches": [
-        KillPoint("memory while following provenance", "forget_memory", lambda d: d.get("phase") == "provenance"),
-        KillPoint("artifacts after 1 batch", "erase_artifacts", lambda d: d.get("batches", 0) >= 1),
-        KillPoint("artifacts after 3 batches", "erase_artifacts", lambda d: d.get("batches", 0) >= 3),
-        KillPoint("logs after 2 segments", "purge_logs", lambda d: d.get("segments", 0) >= 2),
-        KillPoint("logs after 4 segments", "purge_logs", lambda d: d.get("segments", 0) >= 4),
+        KillPoint("memory while following provenance", "erase:memory", lambda d: d.get("phase") == "provenance"),
+        KillPoint("artifacts after 1 batch", "erase:artifacts", lambda d: d.get("batches", 0) >= 1),
+        KillPoint("artifacts after 3 batches", "erase:artifacts", lambda d: d.get("batches", 0) >= 3),
+        KillPoint("logs after 2 segments", "erase:logs", lambda d: d.get("segments", 0) >= 2),
+        KillPoint("logs after 4 segments", "erase:logs", lambda d: d.get("segments", 0) >= 4),
     ],
     "between-steps": [
-        KillPoint("entering sessions", "erase_sessions"),
-        KillPoint("entering keys", "shred_keys"),
+        KillPoint("entering sessions", "erase:sessions"),
+        KillPoint("entering keys", "erase:keys"),
         KillPoint("in main verification", stage="verify_main"),
         KillPoint("during the durable timer", stage="wait"),
-        KillPoint("sweep after artifacts", "second_sweep", lambda d: d.get("phase") == "artifacts"),
+        KillPoint("sweep after artifacts", "sweep_stores", lambda d: d.get("phase") == "artifacts"),
         KillPoint("entering lift_fence", "lift_fence"),
     ],
 }

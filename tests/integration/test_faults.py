@@ -25,7 +25,7 @@ from workers.stack import launcher
 from workers.stack.parts import KmsPart, Part, PostgresPart, S3Part, TemporalPart, all_parts
 from workers.temporal_client import connect
 from workers.wiring import build_platform
-from workflows.contracts import workflow_id
+from workflows.contracts import activity_label, workflow_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -44,7 +44,8 @@ class FaultStack:
         history = await self.client.get_workflow_handle(workflow_id(request_id)).fetch_history()
         for event in history.events:
             if event.HasField("activity_task_scheduled_event_attributes"):
-                names[event.event_id] = event.activity_task_scheduled_event_attributes.activity_type.name
+                attrs_s = event.activity_task_scheduled_event_attributes
+                names[event.event_id] = activity_label(attrs_s.activity_type.name, attrs_s.activity_id)
             if event.HasField("activity_task_started_event_attributes"):
                 attrs = event.activity_task_started_event_attributes
                 if attrs.attempt > 1:
@@ -109,7 +110,7 @@ async def test_postgres_restarted_mid_erasure(faults: FaultStack) -> None:
     target, control = await seeded(faults, "pgfault", 111)
     before = user_snapshot(faults.platform, "pgfault", control)
     filed = await faults.harness.file("pgfault", target, delay=1)
-    await wait_for_activity(faults, filed.request_id, "erase_sessions")
+    await wait_for_activity(faults, filed.request_id, "erase:sessions")
     pg = faults.part(PostgresPart)
     await asyncio.to_thread(pg.down)
     await asyncio.sleep(8)  # longer than the pool's 5 s wait: activities fail and Temporal retries them
@@ -122,14 +123,14 @@ async def test_s3_unavailable_for_thirty_seconds(faults: FaultStack) -> None:
     target, control = await seeded(faults, "s3fault", 112)
     before = user_snapshot(faults.platform, "s3fault", control)
     filed = await faults.harness.file("s3fault", target, delay=1)
-    await wait_for_activity(faults, filed.request_id, "erase_artifacts")
+    await wait_for_activity(faults, filed.request_id, "erase:artifacts")
     s3 = faults.part(S3Part)
     await asyncio.to_thread(s3.down)
     assert (await asyncio.to_thread(s3.status)).state == "stopped"  # really away while the erasure runs
     await asyncio.sleep(30)
     await asyncio.to_thread(s3.up)
     retried = await finish_and_check(faults, "s3fault", target, control, filed.request_id, before)
-    assert any(name == "erase_artifacts" for name, _ in retried)
+    assert any(name == "erase:artifacts" for name, _ in retried)
 
 
 async def test_kms_unavailable_then_back(faults: FaultStack) -> None:
@@ -157,7 +158,7 @@ async def test_temporal_server_restarted_mid_erasure(faults: FaultStack) -> None
     target, control = await seeded(faults, "tfault", 114)
     before = user_snapshot(faults.platform, "tfault", control)
     filed = await faults.harness.file("tfault", target, delay=1)
-    await wait_for_activity(faults, filed.request_id, "erase_artifacts")
+    await wait_for_activity(faults, filed.request_id, "erase:artifacts")
     temporal = faults.part(TemporalPart)
     await asyncio.to_thread(temporal.down)
     await asyncio.sleep(2)

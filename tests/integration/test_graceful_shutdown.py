@@ -21,7 +21,7 @@ from tests.saga_harness import SagaHarness
 from tests.worker_process import WorkerProcess
 from workers.settings import Settings
 from workers.worker import GRACEFUL_SHUTDOWN, WORKER_SHUTTING_DOWN
-from workflows.contracts import workflow_id
+from workflows.contracts import activity_label, workflow_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -36,7 +36,8 @@ async def _attempts(client: Client, request_id: str) -> list[tuple[str, int, str
     history = await client.get_workflow_handle(workflow_id(request_id)).fetch_history()
     for event in history.events:
         if event.HasField("activity_task_scheduled_event_attributes"):
-            names[event.event_id] = event.activity_task_scheduled_event_attributes.activity_type.name
+            attrs_s = event.activity_task_scheduled_event_attributes
+            names[event.event_id] = activity_label(attrs_s.activity_type.name, attrs_s.activity_id)
         if event.HasField("activity_task_started_event_attributes"):
             attrs = event.activity_task_started_event_attributes
             previous = attrs.last_failure.application_failure_info.type if attrs.HasField("last_failure") else ""
@@ -62,7 +63,7 @@ async def test_sigterm_mid_batch_ends_at_a_heartbeat_and_another_worker_resumes(
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             beats = await pending_heartbeats(saga.client, filed.request_id)
-            if beats.get("erase_artifacts", {}).get("batches", 0) >= 1:
+            if beats.get("erase:artifacts", {}).get("batches", 0) >= 1:
                 break
             await asyncio.sleep(0.05)
         else:
@@ -78,9 +79,9 @@ async def test_sigterm_mid_batch_ends_at_a_heartbeat_and_another_worker_resumes(
     # it stopped at the next batch boundary (one batch and a pause), well before the grace period ran out
     assert took < GRACEFUL_SHUTDOWN.total_seconds() / 2, took
     stopped = [json.loads(line) for line in log.splitlines() if '"activity_stopped_for_shutdown"' in line]
-    assert "erase_artifacts" in {e["activity"] for e in stopped}, stopped
+    assert ("erase_store", "erase:artifacts") in {(e["activity"], e["activity_id"]) for e in stopped}, stopped
     beats = await pending_heartbeats(saga.client, filed.request_id)
-    kept = beats["erase_artifacts"]["batches"]
+    kept = beats["erase:artifacts"]["batches"]
     assert kept >= 1  # the last heartbeat before exit is on the server
 
     second = WorkerProcess(settings, target_host, tmp_path / "second.log").start()
@@ -96,7 +97,7 @@ async def test_sigterm_mid_batch_ends_at_a_heartbeat_and_another_worker_resumes(
 
     attempts = await _attempts(saga.client, filed.request_id)
     retried = [(name, attempt, why) for name, attempt, why in attempts if attempt > 1]
-    assert ("erase_artifacts", 2, WORKER_SHUTTING_DOWN) in retried, attempts
+    assert ("erase:artifacts", 2, WORKER_SHUTTING_DOWN) in retried, attempts
     # every retry followed a shutdown at a heartbeat (so it resumed from its details), none started over
     assert all(why == WORKER_SHUTTING_DOWN and attempt == 2 for _name, attempt, why in retried), retried
     assert all(v == 0 for v in user_snapshot(saga.platform, app, target)["counts"].values())

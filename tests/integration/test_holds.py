@@ -28,20 +28,19 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
-from activities.artifacts import ArtifactActivities
 from activities.fence import FenceActivities
-from activities.keys import KeyActivities
-from activities.logs import LogActivities
-from activities.sessions import SessionActivities
+from stores.adapters.interface import Subject
+from stores.adapters.registry import AdapterRegistry
 from stores.fingerprint import user_snapshot
 from stores.identity import subject_key
 from stores.memory import NewMemory
 from stores.seeder import user_ids
+from tests.adapter_wrap import Wrapped, registry_with
 from tests.saga_harness import SagaHarness
 from workers.local_secrets import load_secrets
 from workers.service import progress, signal_hold_change
 from workers.worker import activity_objects, build_worker
-from workflows.contracts import StepInput, StepResult
+from workflows.contracts import StepInput, StepResult, activity_label
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 HISTORIES = Path(__file__).resolve().parents[1] / "histories"
@@ -66,11 +65,23 @@ def replacing(base: type, method: str, activity_name: str, after: Callable[[Step
     return type(f"Test{base.__name__}", (base,), {method: activity.defn(name=activity_name)(wrapped)})
 
 
+def wrapping(saga: SagaHarness, store: str, after: Callable[[StepInput], None]) -> AdapterRegistry:
+    """The platform's adapters with ``store``'s erase followed by ``after``."""
+
+    def then(subject: Subject) -> None:
+        after(StepInput(subject.request_id, subject.subject_key, subject.app_name))
+
+    return registry_with(saga.platform, Wrapped(saga.platform.adapters.get(store), after_erase=then))
+
+
 @asynccontextmanager
-async def worker_with(saga: SagaHarness, replaced: type | None) -> AsyncIterator[SagaHarness]:
-    """A worker on a fresh task queue where ``replaced`` stands in for the activity class it extends."""
+async def worker_with(
+    saga: SagaHarness, replaced: type | None, adapters: AdapterRegistry | None = None
+) -> AsyncIterator[SagaHarness]:
+    """A worker on a fresh task queue where ``replaced`` stands in for the activity class it extends and
+    ``adapters`` for the platform's registry."""
     settings = saga.settings.model_copy(update={"task_queue": f"holds-{uuid.uuid4().hex[:8]}"})
-    objects = activity_objects(saga.platform, load_secrets(settings).signing_key)
+    objects = activity_objects(saga.platform, load_secrets(settings).signing_key, adapters)
     if replaced is not None:
         objects = [replaced(saga.platform) if isinstance(o, replaced.__mro__[1]) else o for o in objects]
     async with build_worker(saga.client, settings.task_queue, saga.platform, b"", activities=objects):
@@ -94,11 +105,11 @@ def step_states(current: Any) -> dict[str, str]:
 # (the step whose activity places the hold as it completes, the step that must then not run, the parts of the
 #  user's data that step would have changed)
 PHASES = [
-    ("fence", FenceActivities, "fence_user", "fence_user", ("artifacts", "sessions", "logs")),
-    ("artifacts", ArtifactActivities, "erase_artifacts", "erase_artifacts", ("keys",)),
-    ("sessions", SessionActivities, "erase_sessions", "erase_sessions", ("memory", "keys")),
-    ("logs", LogActivities, "purge_logs", "purge_logs", ("keys",)),
-    ("keys", KeyActivities, "shred_keys", "shred_keys", ("sweep",)),
+    ("fence", ("artifacts", "sessions", "logs")),  # the fence is the saga's own step (an activity class)
+    ("artifacts", ("keys",)),  # the stores: their adapters
+    ("sessions", ("memory", "keys")),
+    ("logs", ("keys",)),
+    ("keys", ("sweep",)),
 ]
 DATA_OF = {
     "artifacts": ("artifacts",),
@@ -110,9 +121,9 @@ DATA_OF = {
 }
 
 
-@pytest.mark.parametrize(("phase", "base", "method", "name", "blocked"), PHASES, ids=[p[0] for p in PHASES])
+@pytest.mark.parametrize(("phase", "blocked"), PHASES, ids=[p[0] for p in PHASES])
 async def test_a_hold_placed_without_a_signal_stops_the_next_destructive_step(
-    saga: SagaHarness, phase: str, base: type, method: str, name: str, blocked: tuple[str, ...]
+    saga: SagaHarness, phase: str, blocked: tuple[str, ...]
 ) -> None:
     app = f"hold-{phase}"
     target = user_ids(1, 100 + [p[0] for p in PHASES].index(phase), prefix="holds")[0]
@@ -123,7 +134,11 @@ async def test_a_hold_placed_without_a_signal_stops_the_next_destructive_step(
     def place(inp: StepInput) -> None:
         saga.platform.requests.place_hold(inp.subject_key, app, f"placed as {phase} completed", "legal")
 
-    async with worker_with(saga, replacing(base, method, name, place)) as h:
+    if phase == "fence":
+        replaced, adapters = replacing(FenceActivities, "fence_user", "fence_user", place), None
+    else:
+        replaced, adapters = None, wrapping(saga, phase, place)
+    async with worker_with(saga, replaced, adapters) as h:
         filed = await h.file(app, target)
         await until_state(h, filed.request_id, "on_hold")
         await asyncio.sleep(1.5)  # a step that ignored the hold would have started by now
@@ -229,7 +244,7 @@ async def test_a_failed_saga_lifts_the_fence_and_says_so(saga: SagaHarness, temp
     def broken(_inp: StepInput) -> None:
         raise ApplicationError("injected: the log archive refuses this purge", type="Injected", non_retryable=True)
 
-    async with worker_with(saga, replacing(LogActivities, "purge_logs", "purge_logs", broken)) as h:
+    async with worker_with(saga, None, wrapping(saga, "logs", broken)) as h:
         filed = await h.file(app, target)
         with pytest.raises(WorkflowFailureError):
             await h.result(filed.request_id)
@@ -272,11 +287,12 @@ async def test_a_user_returning_right_after_completion_keeps_a_completed_receipt
     child_done = 0
     for ev in history.events:
         if ev.HasField("activity_task_scheduled_event_attributes"):
-            names[ev.event_id] = ev.activity_task_scheduled_event_attributes.activity_type.name
+            attrs = ev.activity_task_scheduled_event_attributes
+            names[ev.event_id] = activity_label(attrs.activity_type.name, attrs.activity_id)
             scheduled.setdefault(names[ev.event_id], ev.event_id)
         elif ev.HasField("activity_task_completed_event_attributes"):
             completed[names[ev.activity_task_completed_event_attributes.scheduled_event_id]] = ev.event_id
         elif ev.HasField("child_workflow_execution_completed_event_attributes"):
             child_done = ev.event_id  # the final verification (no ingestion delay: the only one)
-    assert completed["second_sweep"] < child_done < completed["finish_request"] < scheduled["lift_fence"]
+    assert completed["sweep_stores"] < child_done < completed["finish_request"] < scheduled["lift_fence"]
     assert completed["lift_fence"] < scheduled["issue_receipt"]

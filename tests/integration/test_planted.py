@@ -70,7 +70,7 @@ class SkipsFirstSegment(LogArchive):
 
 
 class LeavesWrappedKey(DataKeyStore):
-    def shred(self, subject_key: str) -> int:
+    def shred(self, subject_key: str, created_before: datetime | None = None) -> int:
         return 0
 
 

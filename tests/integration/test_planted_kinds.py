@@ -21,20 +21,19 @@ from typing import Any
 import pytest
 from google.adk.events.event import Event
 from google.genai import types
-from temporalio import activity
 
-from activities.support import translate_errors
-from activities.sweep import SweepActivities
+from stores.adapters.interface import Subject
+from stores.adapters.registry import AdapterRegistry
 from stores.artifacts import artifact_prefix
 from stores.identity import session_digest, session_ref, subject_key
 from stores.logs import LogLine
 from stores.memory import NewMemory
 from stores.platform import Platform
 from stores.seeder import user_ids
+from tests.adapter_wrap import Wrapped, registry_with
 from tests.saga_harness import SagaHarness
 from workers.local_secrets import load_secrets
 from workers.worker import activity_objects, build_worker
-from workflows.contracts import StepInput, StepResult
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -229,18 +228,17 @@ PLANTS: dict[str, tuple[Plant, set[str]]] = {
 }
 
 
-class PlantingSweep(SweepActivities):
-    """The real second sweep, then one plant for the request's subject (by subject key)."""
+TARGETS: dict[str, tuple[Target, str]] = {}  # subject key -> (target, plant)
 
-    targets: dict[str, tuple[Target, str]] = {}
 
-    @activity.defn(name="second_sweep")
-    @translate_errors
-    def second_sweep(self, inp: StepInput) -> StepResult:
-        result = SweepActivities.second_sweep.__wrapped__(self, inp)  # type: ignore[attr-defined]
-        target, plant = self.targets[inp.subject_key]
-        PLANTS[plant][0](self.platform, target, self.platform.requests.record(inp.request_id))
-        return result
+def planting_registry(platform: Platform) -> AdapterRegistry:
+    """The real adapters; once the second sweep's last store (keys) is swept, one plant for the subject."""
+
+    def plant(subject: Subject) -> None:
+        target, name = TARGETS[subject.subject_key]
+        PLANTS[name][0](platform, target, platform.requests.record(subject.request_id))
+
+    return registry_with(platform, Wrapped(platform.adapters.get("keys"), after_sweep=plant))
 
 
 async def test_every_kind_of_leftover_fails_its_check(saga: SagaHarness) -> None:
@@ -249,7 +247,7 @@ async def test_every_kind_of_leftover_fails_its_check(saga: SagaHarness) -> None
     other = users[-1]
     report = await saga.seed(APP, users, "small", 151)
     secret = saga.platform.config.subject_secret
-    PlantingSweep.targets = {}
+    TARGETS.clear()
     for n, (name, seeded) in enumerate(zip(names, report.users, strict=False)):
         sk = subject_key(secret, APP, seeded.user_id)
         rows = _sql(
@@ -261,7 +259,7 @@ async def test_every_kind_of_leftover_fails_its_check(saga: SagaHarness) -> None
         line = LogLine(datetime.now(UTC).isoformat(), APP, seeded.user_id, "info", "private line")
         segment = saga.platform.logs.ship([line], datetime(2020, 1, 1, tzinfo=UTC) + timedelta(minutes=n), 77)
         target = Target(seeded.user_id, sk, other, seeded.session_ids, seeded.signature_words, rows, segment)
-        PlantingSweep.targets[sk] = (target, name)
+        TARGETS[sk] = (target, name)
         # the seeder's cross-user summaries copy some of each user's words under others, so those words are
         # not distinctive and cannot be canaries; a fact with a word only this target holds always is one
         saga.platform.memory_store.insert([NewMemory(APP, seeded.user_id, f"remember {_private_word(n)}")])
@@ -271,17 +269,14 @@ async def test_every_kind_of_leftover_fails_its_check(saga: SagaHarness) -> None
             [NewMemory(APP, other, "summary", kind="summary", derived_from=[seeded.memory_ids[0]])]
         )
     settings = saga.settings.model_copy(update={"task_queue": f"plant-kinds-{uuid.uuid4().hex[:8]}"})
-    objects = [
-        PlantingSweep(saga.platform) if isinstance(o, SweepActivities) else o
-        for o in activity_objects(saga.platform, load_secrets(settings).signing_key)
-    ]
+    objects = activity_objects(saga.platform, load_secrets(settings).signing_key, planting_registry(saga.platform))
     harness = SagaHarness(saga.client, saga.platform, settings)
     async with build_worker(saga.client, settings.task_queue, saga.platform, b"", activities=objects):
-        filed = [await harness.file(APP, t.user_id) for t, _name in PlantingSweep.targets.values()]
+        filed = [await harness.file(APP, t.user_id) for t, _name in TARGETS.values()]
         results = await asyncio.gather(*(harness.result(f.request_id, wait_seconds=300) for f in filed))
     outcomes = {}
     for f, result in zip(filed, results, strict=True):
-        _target, name = PlantingSweep.targets[f.subject_key]
+        _target, name = TARGETS[f.subject_key]
         body = saga.receipt_body(f.request_id)
         final = next(v for v in body["verifications"] if v["phase"] == "final")
         outcomes[name] = (result.status, {c["check"] for c in final["checks"] if not c["passed"]})

@@ -27,6 +27,7 @@ def body() -> dict[str, Any]:
     check = {"check": "sessions", "passed": True, "counts": {"sessions": 0}, "detail": "nothing left"}
     return {
         "schema": SCHEMA_ID,
+        "stores": ["artifacts", "sessions", "memory", "logs", "keys", "vector_cache"],
         "request_id": "er_0123456789abcdef0123",
         "subject_key": "sk_" + "ab" * 20,
         "app_name": "support",
