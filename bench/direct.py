@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from stores.artifacts import BATCH, user_prefix
 from stores.identity import subject_key
 from stores.platform import Platform
+from stores.response_cache import entry_key, index_key
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,7 @@ class DirectResult:
     log_segments: int
     log_lines: int
     data_keys: int
+    cached_responses: int = 0
 
 
 def erase_directly(platform: Platform, app_name: str, user_id: str) -> DirectResult:
@@ -58,6 +60,13 @@ def erase_directly(platform: Platform, app_name: str, user_id: str) -> DirectRes
     flush(1)
 
     segments, lines = platform.logs.purge_user(app_name, user_id, sk)
+    cached = 0
+    if platform.config.cache_url:  # the user's cached responses: every entry its index names, then the index
+        client, index = platform.response_cache.client, index_key(app_name, sk)
+        digests = [d.decode() for d in client.zrange(index, 0, -1)]
+        for start in range(0, len(digests), 500):
+            cached += int(client.unlink(*(entry_key(app_name, sk, d) for d in digests[start : start + 500])))
+        client.unlink(index)
     with platform.pool.connection() as conn:
         keys = conn.execute("DELETE FROM data_keys WHERE subject_key = %s", (sk,)).rowcount
-    return DirectResult(events, sessions, states, memories, removed, segments, lines, keys)
+    return DirectResult(events, sessions, states, memories, removed, segments, lines, keys, cached)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from stores.adapters.registry import AdapterRegistry
     from stores.artifact_service import S3ArtifactService
     from stores.memory_service import FencedMemoryService
+    from stores.response_cache import ResponseCache
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class PlatformConfig:
     per_user_kms_keys: bool = False
     s3_delete_batch: int = 1000
     pool_timeout: float = 5.0
+    cache_url: str | None = None  # the Redis-protocol response cache; None: the platform has none
 
 
 class Platform:
@@ -65,6 +67,9 @@ class Platform:
 
     def close(self) -> None:
         self.pool.close()
+        cache = self.__dict__.get("response_cache")
+        if cache is not None:
+            cache.close()
 
     def __enter__(self) -> Platform:
         return self
@@ -124,6 +129,16 @@ class Platform:
     @cached_property
     def logs(self) -> LogArchive:
         return LogArchive(self.s3, self.config.log_bucket, self.pool, self.config.subject_secret)
+
+    @cached_property
+    def response_cache(self) -> ResponseCache:
+        """The LLM response cache (``AdapterNotConfigured`` when the platform has none)."""
+        from stores.adapters.interface import AdapterNotConfigured
+        from stores.response_cache import ResponseCache
+
+        if not self.config.cache_url:
+            raise AdapterNotConfigured("no response cache is configured (ERASURE_CACHE_URL)")
+        return ResponseCache.connect(self.config.cache_url, self.keys, self.ledger, self.config.subject_secret)
 
     @cached_property
     def adapters(self) -> AdapterRegistry:

@@ -59,6 +59,9 @@ class RequestRecord:
     purged_segments: list[str] | None = None
     # keys step
     keys_shredded_at: str | None = None
+    # stores that record what they erased for their own check (store name -> PII-free references, e.g.
+    # the response cache's entry digests); a store's key missing: its step never recorded (fail closed)
+    erased_refs: dict[str, list[str]] | None = None
     # second sweep and the scheduled sweeps
     second_sweep: dict[str, int] | None = None
     late_writer_sweeps: list[LateSweepNote] = field(default_factory=list)

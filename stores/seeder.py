@@ -31,6 +31,7 @@ class Size:
     facts: int
     log_segments: int
     lines_per_segment: int
+    cached_responses: int = 0
 
 
 SIZES = {
@@ -42,6 +43,7 @@ SIZES = {
         facts=2,
         log_segments=2,
         lines_per_segment=3,
+        cached_responses=2,
     ),
     "typical": Size(
         sessions=8,
@@ -51,6 +53,7 @@ SIZES = {
         facts=10,
         log_segments=6,
         lines_per_segment=6,
+        cached_responses=6,
     ),
     "large": Size(
         sessions=200,
@@ -60,6 +63,7 @@ SIZES = {
         facts=0,
         log_segments=50,
         lines_per_segment=20,
+        cached_responses=100,
     ),
 }
 
@@ -114,6 +118,7 @@ class UserSeed:
     memory_ids: list[uuid.UUID] = field(default_factory=list)
     log_lines: int = 0
     signature_words: list[str] = field(default_factory=list)
+    cached_responses: int = 0
 
 
 @dataclass
@@ -166,6 +171,7 @@ async def seed_user(
                 seed.events += 1
             await platform.memory_service.add_session_to_memory(session)
         await _seed_artifacts(platform, seed, size, rng)
+        _seed_cache(platform, seed, size, rng)
         if size.facts:
             facts = [
                 MemoryEntry(
@@ -199,6 +205,18 @@ async def _seed_artifacts(platform: Platform, seed: UserSeed, size: Size, rng: r
                 artifact=types.Part.from_bytes(data=text.encode(), mime_type="text/plain"),
             )
             seed.artifact_versions += 1
+
+
+def _seed_cache(platform: Platform, seed: UserSeed, size: Size, rng: random.Random) -> None:
+    """Cached model responses quoting the user's prompts (when the platform has a response cache)."""
+    if not size.cached_responses or not platform.config.cache_url:
+        return
+    cache = platform.response_cache
+    for n in range(size.cached_responses):
+        prompt = f"q{n} " + _sentence(rng, seed.signature_words, _TEMPLATES)
+        answer = "Here is what I found: " + _sentence(rng, seed.signature_words, _AGENT)
+        if cache.put(seed.app_name, seed.user_id, prompt, answer):
+            seed.cached_responses += 1
 
 
 def _log_lines(seeds: Sequence[UserSeed], size: Size, rng: random.Random, start: datetime) -> dict[int, list[LogLine]]:

@@ -30,7 +30,7 @@ from workers.codec import data_converter
 from workers.local_secrets import load_secrets
 from workers.settings import Settings
 from workers.stack import launcher
-from workers.stack.parts import KmsPart, PostgresPart, S3Part, find_binary, root_postgres_base
+from workers.stack.parts import CachePart, KmsPart, PostgresPart, S3Part, find_binary, root_postgres_base
 from workers.wiring import build_platform
 from workers.worker import build_worker
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
@@ -45,8 +45,8 @@ def stack_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
 
 @pytest.fixture(scope="session")
 def local_stack(stack_settings: Settings) -> Iterator[Settings]:
-    """Postgres, S3 and KMS running, migrated, with buckets; stopped at the end of the session."""
-    parts = [PostgresPart(stack_settings), S3Part(stack_settings), KmsPart(stack_settings)]
+    """Postgres, S3, KMS and the response cache running, migrated, with buckets; stopped at the end."""
+    parts = [PostgresPart(stack_settings), S3Part(stack_settings), KmsPart(stack_settings), CachePart(stack_settings)]
     try:
         launcher.up(stack_settings, echo=lambda _m: None, parts=parts)
         prepare_database(stack_settings.postgres_url)

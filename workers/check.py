@@ -8,6 +8,9 @@ or key is created, no search attribute registered (``erasure migrate`` and the s
   attribute of ``workflows/search_attributes.py`` is registered with its type.
 - ``kms``: the wrapping key (``ERASURE_KMS_KEY_ID``) exists, is enabled and is a symmetric encryption key.
 - ``buckets``: the artifact, log and receipt buckets exist; artifacts and logs are versioned.
+- ``cache`` (only when a response cache is configured): the Redis-protocol server answers ``PING``.
+- ``adapters``: every registered erase adapter loads and together they form a plan (printed in order);
+  adapters whose store this platform does not have are named as left out.
 
 A failure is one line with the reason (an error code or the first line of the error), never a secret.
 Production code: it imports nothing of the local stack.
@@ -130,6 +133,29 @@ def check_buckets(settings: Settings) -> PartCheck:
     return PartCheck("buckets", True, f"{', '.join(plan)} (artifacts and logs versioned)")
 
 
+def check_cache(settings: Settings) -> PartCheck:
+    import valkey
+
+    url = settings.response_cache_url
+    assert url is not None
+    client = valkey.Valkey.from_url(url, socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT)
+    try:
+        client.ping()
+    finally:
+        client.close()  # type: ignore[no-untyped-call]
+    endpoint = url.split("@")[-1].split("://")[-1]  # never the password
+    return PartCheck("cache", True, f"response cache at {endpoint} answers")
+
+
+def check_adapters(settings: Settings, secrets: Secrets) -> PartCheck:
+    from workers.wiring import build_platform
+
+    with build_platform(settings, secrets) as platform:
+        registry = platform.adapters
+        left_out = f"; no store for {', '.join(registry.not_configured)}" if registry.not_configured else ""
+        return PartCheck("adapters", True, "plan: " + ", ".join(registry.names) + left_out)
+
+
 def _guarded(name: str, check: Callable[[], PartCheck]) -> PartCheck:
     try:
         return check()
@@ -145,6 +171,8 @@ def run_checks(settings: Settings, secrets: Secrets) -> list[PartCheck]:
         _guarded("temporal", lambda: check_temporal(settings, secrets)),
         _guarded("kms", lambda: check_kms(settings)),
         _guarded("buckets", lambda: check_buckets(settings)),
+        *([_guarded("cache", lambda: check_cache(settings))] if settings.response_cache_url is not None else []),
+        _guarded("adapters", lambda: check_adapters(settings, secrets)),
     ]
 
 

@@ -41,6 +41,7 @@ Port = Annotated[int, Field(ge=1, le=65535)]
 #: secret field -> the field naming a file that may hold it instead (``ERASURE_<SECRET>_FILE``)
 SECRET_FILES: dict[str, str] = {
     "database_url": "database_url_file",
+    "cache_url": "cache_url_file",
     "subject_key_secret": "subject_key_secret_file",
     "signing_key": "signing_key_file",
     "payload_key": "payload_key_file",
@@ -169,6 +170,14 @@ class Settings(BaseSettings):
         json_schema_extra=_REQUIRED,
     )
     kms_port: Port = Field(default=4599, description="Port of the local KMS endpoint.")
+    cache_url: SecretStr = Field(
+        default=SecretStr(""),
+        description="Redis-protocol URL of the LLM response cache (a secret: it may hold a password). Empty: "
+        "the local Valkey on ERASURE_CACHE_PORT in local mode, no response cache in production; 'none': no "
+        "response cache.",
+    )
+    cache_url_file: str = Field(default="", description=_file_help("cache_url"))
+    cache_port: Port = Field(default=4600, description="Port of the local Valkey (the response cache).")
     kms_key_id: str = Field(
         default="",
         description="KMS key that wraps per-user data keys. Empty: the key created by 'erasure stack up'.",
@@ -369,6 +378,18 @@ class Settings(BaseSettings):
         return self.s3_endpoint or f"http://127.0.0.1:{self.s3_port}"
 
     @property
+    def embedded_cache(self) -> bool:
+        return not self.production and not self.cache_url.get_secret_value()
+
+    @property
+    def response_cache_url(self) -> str | None:
+        """The response cache's URL; ``None`` when the platform has none (its adapter is left out)."""
+        url = self.cache_url.get_secret_value()
+        if url == "none" or (not url and self.production):
+            return None
+        return url or f"redis://127.0.0.1:{self.cache_port}/0"
+
+    @property
     def kms_url(self) -> str | None:
         if self.kms_endpoint == "aws":
             return None
@@ -390,6 +411,7 @@ class Settings(BaseSettings):
             "postgres": self.pg_port,
             "s3": self.s3_port,
             "kms": self.kms_port,
+            "cache": self.cache_port,
         }
 
     @property

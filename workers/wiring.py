@@ -51,6 +51,7 @@ def platform_config(settings: Settings, secrets: Secrets | None = None, **overri
         key_cache_ttl=settings.key_cache_ttl_seconds,
         per_user_kms_keys=settings.per_user_kms_keys,
         s3_delete_batch=settings.s3_delete_batch,
+        cache_url=settings.response_cache_url,
     )
     if overrides:
         config = replace(config, **overrides)  # type: ignore[arg-type]

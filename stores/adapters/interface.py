@@ -37,6 +37,10 @@ AFTER_EVERY_OTHER = "*"
 ENTRY_POINT_GROUP = "erasure.adapters"
 
 
+class AdapterNotConfigured(Exception):
+    """Raised by an adapter's factory when this platform has no such store: it is left out of every plan."""
+
+
 @dataclass(frozen=True)
 class Subject:
     """Whose data, for one call: the request, the pseudonymous subject key, the app, the raw id if known."""

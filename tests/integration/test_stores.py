@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from google.genai import types
 
+from stores.adapters.interface import Subject
 from stores.artifacts import session_prefix, user_prefix
 from stores.errors import DataKeyShredded, InvalidIdentifier
 from stores.fingerprint import snapshot, user_snapshot
@@ -16,6 +18,7 @@ from stores.identity import session_ref, subject_key
 from stores.platform import Platform
 from stores.seeder import SeedReport, seed_platform, user_ids
 from tests.untouched import assert_untouched
+from workers.service import new_request_id
 
 pytestmark = pytest.mark.integration
 
@@ -25,25 +28,30 @@ def seed(platform: Platform, app: str, users: list[str], size: str = "small", se
 
 
 def erase_everything(platform: Platform, app: str, user: str) -> dict[str, Any]:
-    """Each adapter once, in saga order (the workflow does the same through activities)."""
-    secret = platform.config.subject_secret
-    sk = subject_key(secret, app, user)
-    sids = platform.sessions.session_ids(app, user)
-    platform.ledger.mark_sessions(app, sids, sk, "req-test")
-    artifacts = sum(platform.artifacts.erase_session(app, sk, s) for s in sids)
-    artifacts += platform.artifacts.erase_user_scope(app, sk)
-    sessions = platform.sessions.erase_sessions(app, user, sids) + platform.sessions.erase_user_state(app, user)
-    refs = [session_ref(sk, s) for s in platform.ledger.sessions_of(sk)]
-    memory = platform.memory.erase_user(sk, refs, request_id="test")
-    _segments, lines = platform.logs.purge_user(app, user, sk)
-    keys = platform.keys.shred(sk)
+    """Each registered adapter's erase once, in plan order (the saga does the same through activities)."""
+    sk = subject_key(platform.config.subject_secret, app, user)
+    request_id = platform.requests.create(
+        request_id=new_request_id(),
+        subject_key=sk,
+        app_name=app,
+        user_id=user,
+        received_at=datetime.now(UTC),
+        due_at=datetime.now(UTC) + timedelta(days=30),
+        requested_by=None,
+        reason=None,
+    )[0]
+    subject = Subject(request_id, sk, app, user)
+    counts = {a.name: a.erase(subject, {}, lambda _details: None) for a in platform.adapters.in_order()}
+    record = platform.requests.record(request_id)
+    platform.requests.set_state(request_id, "completed", datetime.now(UTC))  # frees the subject for a rerun
     return {
-        "artifacts": artifacts,
-        "sessions": sessions.total,
-        "memory": memory.rows + memory.derived,
-        "log_lines": lines,
-        "keys": keys,
-        "derived_ids": memory.derived_ids,
+        "artifacts": counts["artifacts"]["objects"],
+        "sessions": counts["sessions"]["sessions"] + counts["sessions"]["events"] + counts["sessions"]["user_states"],
+        "memory": counts["memory"]["rows"] + counts["memory"]["derived_rows"],
+        "log_lines": counts["logs"]["lines"],
+        "keys": counts["keys"]["key_versions"],
+        "cached_responses": counts["response_cache"]["cached_responses"],
+        "derived_ids": list(record.derived_removed or []),
     }
 
 
@@ -96,6 +104,7 @@ def test_each_adapter_erases_exactly_one_user_and_is_idempotent(platform: Platfo
     assert first["memory"] >= target_before["memories"] + 1  # + derived summaries filed elsewhere
     assert first["log_lines"] == target_before["log_lines"]
     assert first["keys"] == 1
+    assert first["cached_responses"] == target_before["cached_responses"] > 0
 
     after = snapshot(platform, app, users)
     assert all(v == 0 for v in after[target]["counts"].values()), after[target]["counts"]
@@ -116,7 +125,15 @@ def test_each_adapter_erases_exactly_one_user_and_is_idempotent(platform: Platfo
     assert platform.memory.count_derived_from([], refs) == 0
 
     second = erase_everything(platform, app, target)
-    assert second == {"artifacts": 0, "sessions": 0, "memory": 0, "log_lines": 0, "keys": 0, "derived_ids": []}
+    assert second == {
+        "artifacts": 0,
+        "sessions": 0,
+        "memory": 0,
+        "log_lines": 0,
+        "keys": 0,
+        "cached_responses": 0,
+        "derived_ids": [],
+    }
     assert snapshot(platform, app, users) == after
 
 

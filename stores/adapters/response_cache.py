@@ -1,0 +1,120 @@
+"""Adapter for the LLM response cache (``stores.response_cache``): the user's entries, found by their index.
+
+Erase takes up to 500 digests from the subject's index at a time, records them in the request
+(``erased_refs``), unlinks their entries, then removes them from the index; the index itself goes last. A
+crash in between leaves digests whose entries are gone, which the retry unlinks again: resuming needs no
+cursor (the index is the cursor; the heartbeat carries the count so far). Nothing walks the keyspace (no
+``KEYS``, no ``SCAN``). Remaining reads on its own: the index's size and, for every digest the erase
+recorded, whether its entry exists again. Sweeps remove the entries the index dates before the erasure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from stores.adapters.interface import Beat, Bound, Remaining, Subject, Swept
+from stores.identity import key_part, subject_key
+from stores.response_cache import entry_key, index_key
+
+if TYPE_CHECKING:
+    from stores.platform import Platform
+    from stores.request_record import RequestRecord
+
+BATCH = 500
+
+
+class CacheReads:
+    """The verifier's reads: ``ZCOUNT`` of the index and ``EXISTS`` of each recorded entry, by their keys."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def indexed(self, app_name: str, subject: str, before: datetime | None) -> int:
+        top = "+inf" if before is None else f"({before.timestamp()}"
+        return int(self._client.zcount(f"rc:i:{key_part(app_name)}:{subject}", "-inf", top))
+
+    def entries_back(self, app_name: str, subject: str, digests: list[str]) -> int:
+        found = 0
+        for start in range(0, len(digests), BATCH):
+            keys = [f"rc:e:{key_part(app_name)}:{subject}:{d}" for d in digests[start : start + BATCH]]
+            found += int(self._client.exists(*keys)) if keys else 0
+        return found
+
+
+class ResponseCacheAdapter:
+    name = "response_cache"
+    after: tuple[str, ...] = ()
+    batched = True
+
+    def __init__(self, platform: Platform) -> None:
+        self.platform = platform
+        self.cache = platform.response_cache  # AdapterNotConfigured when the platform has none
+        self.reads = CacheReads(self.cache.client)
+
+    def locate(self, subject: Subject) -> dict[str, int]:
+        return {"cached_responses": int(self.cache.client.zcard(index_key(subject.app_name, subject.subject_key)))}
+
+    def _erase_from_index(self, subject: Subject, before: datetime | None, beat: Beat | None, removed: int = 0) -> int:
+        """Batches of the index's digests (those scored before ``before``): each recorded in the request
+        first (so a crash never loses what the check must look at), then its entries unlinked, then its
+        index members removed; the index itself goes last when everything was asked for."""
+        client, app, sk = self.cache.client, subject.app_name, subject.subject_key
+        index = index_key(app, sk)
+        top = "+inf" if before is None else f"({before.timestamp()}"
+        while True:
+            digests = [d.decode() for d in client.zrangebyscore(index, "-inf", top, start=0, num=BATCH)]
+            if not digests:
+                break
+            if subject.request_id:
+                self._record(subject, digests)
+            client.unlink(*(entry_key(app, sk, d) for d in digests))
+            client.zrem(index, *digests)
+            removed += len(digests)
+            if beat:
+                beat({"removed": removed})
+        if before is None:
+            client.unlink(index)
+        return removed
+
+    def erase(self, subject: Subject, cursor: Mapping[str, Any], beat: Beat) -> dict[str, int]:
+        if subject.request_id:
+            self._record(subject, [])  # recorded as run, even with nothing to erase: the check's input
+        return {"cached_responses": self._erase_from_index(subject, None, beat, int(cursor.get("removed", 0)))}
+
+    def _record(self, subject: Subject, digests: list[str]) -> None:
+        def add(r: RequestRecord) -> RequestRecord:
+            refs = dict(r.erased_refs or {})
+            refs[self.name] = sorted(set(refs.get(self.name, [])) | set(digests))
+            return replace(r, erased_refs=refs)
+
+        self.platform.requests.update_record(subject.request_id, add)
+
+    def remaining(self, subject: Subject, record: RequestRecord, bound: Bound | None, beat: Beat) -> Remaining:
+        recorded = (record.erased_refs or {}).get(self.name)
+        if recorded is None:
+            return Remaining(missing=("the response cache step's list of erased entries",))
+        before = bound.erased_at if bound else None
+        counts = {
+            "indexed_entries": self.reads.indexed(subject.app_name, subject.subject_key, before),
+            "erased_entries_back": 0
+            if bound
+            else self.reads.entries_back(subject.app_name, subject.subject_key, recorded),
+        }
+        return Remaining(counts)
+
+    def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:
+        return Swept({"cached_responses": self._erase_from_index(subject, before, None)})
+
+    def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
+        client = self.cache.client
+        sk = subject_key(self.platform.config.subject_secret, app_name, user_id)
+        index = client.zrange(index_key(app_name, sk), 0, -1, withscores=True)
+        digest = hashlib.sha256()
+        for member, score in index:
+            value = client.get(entry_key(app_name, sk, member.decode())) or b""
+            digest.update(member + repr(score).encode() + hashlib.sha256(value).digest())
+        return {"response_cache": digest.hexdigest(), "counts": {"cached_responses": len(index)}}

@@ -1,0 +1,114 @@
+"""The agent platform's LLM response cache on a Redis-protocol server (Valkey locally, any Redis in production).
+
+Agent platforms cache model responses for cost and latency; a cached response quotes the user's prompt
+and whatever the model said about them, so the cache is personal data of that user. Entries are keyed per
+user and indexed per user, so an erasure finds them through the index and never walks the keyspace:
+
+``rc:e:<app>:<subject key>:<digest>``  the entry: prompt and response sealed under the user's data key
+                                      (crypto-shredding makes every snapshot or replica copy unreadable)
+``rc:i:<app>:<subject key>``           the subject's index: a sorted set of entry digests, scored by the
+                                      time each was written (the sweeps remove what predates an erasure)
+
+``digest`` is a keyed hash of the normalised prompt (no prompt in any key). Both keys carry the cache's TTL;
+every write refreshes the index's, so the index outlives its entries. A write while the user is fenced
+(an erasure running) is dropped and counted, like the fenced memory service's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import valkey
+
+from stores.identity import derived_key, key_part, subject_key
+
+if TYPE_CHECKING:
+    from stores.keys import DataKeyStore
+    from stores.tombstones import TombstoneLedger
+
+DEFAULT_TTL = 7 * 24 * 3600
+
+
+def index_key(app_name: str, subject: str) -> str:
+    return f"rc:i:{key_part(app_name)}:{subject}"
+
+
+def entry_key(app_name: str, subject: str, digest: str) -> str:
+    return f"rc:e:{key_part(app_name)}:{subject}:{digest}"
+
+
+@dataclass(frozen=True)
+class CachedResponse:
+    prompt: str
+    response: str
+
+
+class ResponseCache:
+    def __init__(self, client: Any, keys: DataKeyStore, ledger: TombstoneLedger, secret: bytes) -> None:
+        self.client = client
+        self._keys = keys
+        self._ledger = ledger
+        self._secret = secret
+        self._digest_key = derived_key(secret, "cache-key")
+        self.dropped_while_fenced = 0
+
+    @classmethod
+    def connect(cls, url: str, keys: DataKeyStore, ledger: TombstoneLedger, secret: bytes) -> ResponseCache:
+        return cls(valkey.Valkey.from_url(url, socket_timeout=5.0), keys, ledger, secret)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def digest(self, app_name: str, subject: str, prompt: str) -> str:
+        normalised = " ".join(prompt.split()).lower()
+        msg = f"{app_name}\x00{subject}\x00{normalised}".encode()
+        return hmac.new(self._digest_key, msg, hashlib.sha256).hexdigest()[:32]
+
+    def put(
+        self,
+        app_name: str,
+        user_id: str,
+        prompt: str,
+        response: str,
+        *,
+        ttl: int = DEFAULT_TTL,
+        at: float | None = None,
+    ) -> bool:
+        """Cache one response for the user; ``False`` (and counted) while the user is fenced."""
+        sk = subject_key(self._secret, app_name, user_id)
+        if self._ledger.user_fenced(sk):
+            self.dropped_while_fenced += 1
+            return False
+        return self.put_unfenced(app_name, sk, prompt, response, ttl=ttl)
+
+    def put_unfenced(
+        self, app_name: str, sk: str, prompt: str, response: str, *, ttl: int = DEFAULT_TTL, at: float | None = None
+    ) -> bool:
+        """A write that bypasses the fence (a late writer, a replayed queue): what the sweeps are for."""
+        digest = self.digest(app_name, sk, prompt)
+        key = entry_key(app_name, sk, digest)
+        plain = json.dumps({"prompt": prompt, "response": response}).encode()
+        _key_id, sealed = self._keys.encrypt(sk, plain, key.encode())
+        pipe = self.client.pipeline(transaction=True)
+        pipe.set(key, sealed, ex=ttl)
+        pipe.zadd(index_key(app_name, sk), {digest: time.time() if at is None else at})
+        pipe.expire(index_key(app_name, sk), ttl)
+        pipe.execute()
+        return True
+
+    def get(self, app_name: str, user_id: str, prompt: str) -> CachedResponse | None:
+        """The cached response, or ``None`` (always ``None`` while the user is fenced)."""
+        sk = subject_key(self._secret, app_name, user_id)
+        if self._ledger.user_fenced(sk):
+            return None
+        key = entry_key(app_name, sk, self.digest(app_name, sk, prompt))
+        sealed = self.client.get(key)
+        if sealed is None:
+            return None
+        data = json.loads(self._keys.decrypt(bytes(sealed), key.encode()))
+        return CachedResponse(str(data["prompt"]), str(data["response"]))
