@@ -1,9 +1,10 @@
 """Planted leftovers of every kind each store holds: the final verification fails the matching check.
 
-Each erasure runs the real saga; its second sweep is followed (inside the same activity) by a plant that
-puts back one kind of object the way a late writer or a buggy eraser would leave it: each artifact scope and
-version kind, each ADK row kind, own and derived memory rows at chain depth 1 and 2 and copies filed under
-another user, canary words, each log leftover (index row, line, old version, mention-only line), a key
+Each erasure runs the real saga; its second sweep is followed (inside the same activity, once its last
+store is swept) by a plant that puts back one kind of object the way a late writer or a buggy eraser would
+leave it: each artifact scope and version kind, each ADK row kind, own and derived memory rows at chain
+depth 1 and 2 and copies filed under another user, canary words, a cached response (indexed, or an erased
+one back without its index), each log leftover (index row, line, old version, mention-only line), a key
 version, the ciphertext sample made readable again, a missing session tombstone. The final verification
 runs after the sweep, so the request must end ``verification_failed`` with exactly the expected checks
 failing. All plants run side by side on one worker.
@@ -29,6 +30,7 @@ from stores.identity import session_digest, session_ref, subject_key
 from stores.logs import LogLine
 from stores.memory import NewMemory
 from stores.platform import Platform
+from stores.response_cache import entry_key
 from stores.seeder import user_ids
 from tests.adapter_wrap import Wrapped, registry_with
 from tests.saga_harness import SagaHarness
@@ -166,6 +168,16 @@ PLANTS: dict[str, tuple[Plant, set[str]]] = {
         {"memory"},
     ),
     "memory, canary words copied under another user": (lambda p, t, r: _canary_copy(p, t, r), {"memory"}),
+    "response cache, entry and index back (and the fresh key it needed)": (
+        lambda p, t, r: p.response_cache.put_unfenced(APP, t.subject, "planted prompt", "planted answer"),
+        {"response_cache", "keys"},
+    ),
+    "response cache, an erased entry back without its index": (
+        lambda p, t, r: p.response_cache.client.set(
+            entry_key(APP, t.subject, sorted(r.erased_refs["response_cache"])[0]), b"planted"
+        ),
+        {"response_cache"},
+    ),
     "log, index row": (
         lambda p, t, r: _sql(
             p,
