@@ -1,9 +1,10 @@
 """The orchestration ceiling: a workflow with the saga's shape and no work.
 
 ``CeilingWorkflow`` runs no-op activities in the shape ``ErasureWorkflow`` has with no hold and no
-ingestion delay: begin, hold read, fence, hold read, then artifacts, logs and (sessions, hold read, memory)
-side by side, hold read, keys, hold read, sweep, one verifier child (six parallel checks; the main-pass
-verification is skipped without a delay), finish, lift fence, receipt. 22 activities and one child
+ingestion delay and the built-in plan: begin, hold read, fence, hold read, then artifacts, logs, the
+response cache and (sessions, hold read, memory) side by side, hold read, keys, hold read, sweep, one
+verifier child (seven parallel checks: six stores and the fence; the main-pass verification is skipped
+without a delay), finish, lift fence, receipt. 24 activities and one child
 workflow, the same timeouts' shape and the same payload codec as the real saga (``tests/unit/test_bench.py``
 counts the activities of a recorded saga history against it).
 """
@@ -16,7 +17,7 @@ from datetime import timedelta
 from temporalio import activity, workflow
 
 NOOP = "bench_noop"
-CHECKS = 6
+CHECKS = 7
 TIMEOUT = timedelta(seconds=30)
 
 
@@ -49,13 +50,13 @@ class CeilingWorkflow:
             await _noop("hold")
             await _noop("memory")
 
-        await asyncio.gather(_noop("artifacts"), sessions_then_memory(), _noop("logs"))
+        await asyncio.gather(_noop("artifacts"), sessions_then_memory(), _noop("logs"), _noop("response_cache"))
         for name in ("hold", "keys", "hold", "sweep"):
             await _noop(name)
         checks = await workflow.execute_child_workflow(CeilingVerifierWorkflow.run, "final", id=f"ceiling-{key}-final")
         for name in ("finish", "lift_fence", "receipt"):
             await _noop(name)
-        return 4 + 5 + 4 + checks + 3
+        return 4 + 6 + 4 + checks + 3
 
 
-ACTIVITIES_PER_RUN = 4 + 5 + 4 + CHECKS + 3
+ACTIVITIES_PER_RUN = 4 + 6 + 4 + CHECKS + 3

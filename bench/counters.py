@@ -2,6 +2,8 @@
 
 * S3 and KMS: a ``before-parameter-build`` hook on the platform's own boto3 clients fires once per API
   call the code makes (a paginator page is one call; botocore's internal HTTP retries are not counted).
+* Response cache: the platform's valkey client's ``execute_command`` is wrapped (one count per command;
+  a pipeline counts once).
 * SQL: ``psycopg.Cursor.execute`` and ``executemany`` are wrapped process-wide (``Connection.execute``
   goes through ``Cursor.execute``): one count per ``execute``, and per parameter set of ``executemany``.
   ``pg_stat_statements`` needs ``shared_preload_libraries`` (not set on the embedded server), and
@@ -74,6 +76,32 @@ def watch_sql(counter: CallCounter) -> None:
     setattr(psycopg.Cursor, "executemany", counted_executemany)  # noqa: B010
 
 
+def watch_cache(client: Any, counter: CallCounter) -> None:
+    """Count every command ``client`` (a valkey/redis client) sends as ``cache:<COMMAND>`` (a pipeline: one
+    ``cache:PIPELINE`` round trip)."""
+    execute = client.execute_command
+
+    def counted(*args: Any, **options: Any) -> Any:
+        counter.add(f"cache:{str(args[0]).upper()}" if args else "cache:?")
+        return execute(*args, **options)
+
+    client.execute_command = counted
+    make_pipeline = client.pipeline
+
+    def pipeline(*args: Any, **kwargs: Any) -> Any:
+        pipe = make_pipeline(*args, **kwargs)
+        run = pipe.execute
+
+        def counted_run(*a: Any, **kw: Any) -> Any:
+            counter.add("cache:PIPELINE")
+            return run(*a, **kw)
+
+        pipe.execute = counted_run
+        return pipe
+
+    client.pipeline = pipeline
+
+
 def group(counts: Counter[str], artifact_bucket: str, log_bucket: str) -> dict[str, int]:
     """The figures the targets talk about, from raw per-operation counts."""
 
@@ -89,4 +117,5 @@ def group(counts: Counter[str], artifact_bucket: str, log_bucket: str) -> dict[s
         "s3_puts": total(lambda k: k.startswith("s3:Put")),
         "s3_gets": total(lambda k: k.startswith("s3:Get") or k.startswith("s3:Head")),
         "sql_statements": counts.get("sql", 0),
+        "cache_commands": total(lambda k: k.startswith("cache:")),
     }

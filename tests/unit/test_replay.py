@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.client import WorkflowHistory
@@ -33,7 +34,9 @@ HISTORIES = Path(__file__).resolve().parents[1] / "histories"
         "erasure_lifecycle.json",  # after holds-and-lifecycle-v1: hold read before every step, fence lifted last
         "erasure_hold_read_before_every_step.json",  # the same path, waiting on a hold until the release signal
         "erasure_failed_lifts_fence.json",  # the same path, a step failing for good: the fence lifted, then finish
+        "erasure_plan.json",  # filed with a plan: erase_store per planned store (six, the response cache too)
         "verify_completed.json",
+        "verify_plan.json",  # one check per planned store, then the fence
     ],
 )
 async def test_recorded_history_replays(name: str) -> None:
@@ -60,6 +63,32 @@ async def test_a_changed_workflow_is_detected_as_nondeterministic() -> None:
         WorkflowHistory.from_json("tampered", json.dumps(history)), raise_on_replay_failure=False
     )
     assert result.replay_failure is not None
+
+
+def _plan_history() -> dict[str, Any]:
+    return json.loads((HISTORIES / "erasure_plan.json").read_text())
+
+
+async def test_a_plan_history_with_one_store_step_changed_is_refused() -> None:
+    """The plan decides the commands: a recorded store step that names another store is nondeterminism."""
+    history = _plan_history()
+    changed = 0
+    for event in history["events"]:
+        attrs = event.get("activityTaskScheduledEventAttributes")
+        if attrs and attrs.get("activityId") == "erase:logs":
+            attrs["activityId"] = "erase:somewhere_else"
+            changed += 1
+    assert changed == 1
+    replayer = Replayer(workflows=[ErasureWorkflow], data_converter=data_converter(bytes.fromhex(TEST_PAYLOAD_KEY)))
+    result = await replayer.replay_workflow(
+        WorkflowHistory.from_json("changed", json.dumps(history)), raise_on_replay_failure=False
+    )
+    assert result.replay_failure is not None
+
+
+def test_a_plan_history_sets_no_patch_marker() -> None:
+    """Requests filed with a plan take no ``workflow.patched`` branch: none of their code is old."""
+    assert not any("markerRecordedEventAttributes" in e for e in _plan_history()["events"])
 
 
 async def test_the_new_path_is_not_replayed_as_the_old_one() -> None:
