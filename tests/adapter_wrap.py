@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from stores.adapters.interface import Beat, Bound, EraseAdapter, Remaining, Subject, Swept
 from stores.adapters.registry import AdapterRegistry
+from stores.identity import subject_key
 from stores.platform import Platform
 from stores.request_record import RequestRecord
+from tests.saga_harness import SagaHarness
+from workers.local_secrets import load_secrets
+from workers.service import new_request_id
+from workers.worker import activity_objects, build_worker
+from workflows.contracts import ErasureResult
 
 
 class Wrapped:
@@ -58,3 +65,31 @@ def registry_with(platform: Platform, *adapters: EraseAdapter) -> AdapterRegistr
     for adapter in adapters:
         registry = registry.replacing(adapter)
     return registry
+
+
+async def erase_with(saga: SagaHarness, registry: AdapterRegistry, app: str, user: str) -> tuple[str, ErasureResult]:
+    """One erasure through the real saga on a fresh task queue whose worker uses ``registry``:
+    (request id, result)."""
+    settings = saga.settings.model_copy(update={"task_queue": f"wrapped-{uuid.uuid4().hex[:8]}"})
+    objects = activity_objects(saga.platform, load_secrets(settings).signing_key, registry)
+    harness = SagaHarness(saga.client, saga.platform, settings)
+    async with build_worker(saga.client, settings.task_queue, saga.platform, b"", activities=objects):
+        filed = await harness.file(app, user)
+        return filed.request_id, await harness.result(filed.request_id)
+
+
+def open_request(platform: Platform, app: str, user: str) -> Subject:
+    """A request row for (app, user), as filing stores it (no saga started): for calling adapters directly."""
+    sk = subject_key(platform.config.subject_secret, app, user)
+    now = datetime.now(UTC)
+    request_id, _created = platform.requests.create(
+        request_id=new_request_id(),
+        subject_key=sk,
+        app_name=app,
+        user_id=user,
+        received_at=now,
+        due_at=now + timedelta(days=30),
+        requested_by=None,
+        reason=None,
+    )
+    return Subject(request_id, sk, app, user)

@@ -10,9 +10,7 @@ batches resumes, and nothing walks the keyspace.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -24,12 +22,9 @@ from stores.identity import subject_key
 from stores.platform import Platform
 from stores.response_cache import entry_key, index_key
 from stores.seeder import user_ids
-from tests.adapter_wrap import Wrapped, registry_with
+from tests.adapter_wrap import Wrapped, erase_with, open_request, registry_with
 from tests.saga_harness import SagaHarness
 from tests.untouched import assert_untouched
-from workers.local_secrets import load_secrets
-from workers.service import new_request_id
-from workers.worker import activity_objects, build_worker
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -52,12 +47,7 @@ async def test_the_cache_is_erased_through_its_index_and_late_writes_are_swept(s
     registry = registry_with(
         saga.platform, Wrapped(saga.platform.adapters.get("response_cache"), after_erase=late_write)
     )
-    settings = saga.settings.model_copy(update={"task_queue": f"cache-{uuid.uuid4().hex[:8]}"})
-    objects = activity_objects(saga.platform, load_secrets(settings).signing_key, registry)
-    harness = SagaHarness(saga.client, saga.platform, settings)
-    async with build_worker(saga.client, settings.task_queue, saga.platform, b"", activities=objects):
-        filed = await harness.file(app, target)
-        result = await harness.result(filed.request_id)
+    request_id, result = await erase_with(saga, registry, app, target)
     assert result.status == "completed", result
     steps = {s.name: s for s in result.steps}
     assert steps["response_cache"].counts == {"cached_responses": 2}
@@ -65,7 +55,7 @@ async def test_the_cache_is_erased_through_its_index_and_late_writes_are_swept(s
     assert cache.client.exists(index_key(app, sk)) == 0
     after = await asyncio.to_thread(snapshot, saga.platform, app, users)
     assert after[target]["counts"]["cached_responses"] == 0
-    body = harness.receipt_body(filed.request_id)
+    body = saga.receipt_body(request_id)
     others = users[1:]
     assert_untouched({u: before[u] for u in others}, {u: after[u] for u in others}, body["derived_rows_removed"])
     final = next(v for v in body["verifications"] if v["phase"] == "final")
@@ -93,15 +83,11 @@ async def test_an_eraser_that_leaves_the_entries_fails_the_cache_check(saga: Sag
     app = "cache-planted"
     target = user_ids(1, 402, prefix="cache")[0]
     await saga.seed(app, [target])
-    registry = registry_with(saga.platform, ForgetsEntries(saga.platform))
-    settings = saga.settings.model_copy(update={"task_queue": f"cache-{uuid.uuid4().hex[:8]}"})
-    objects = activity_objects(saga.platform, load_secrets(settings).signing_key, registry)
-    harness = SagaHarness(saga.client, saga.platform, settings)
-    async with build_worker(saga.client, settings.task_queue, saga.platform, b"", activities=objects):
-        filed = await harness.file(app, target)
-        result = await harness.result(filed.request_id)
+    request_id, result = await erase_with(
+        saga, registry_with(saga.platform, ForgetsEntries(saga.platform)), app, target
+    )
     assert result.status == "verification_failed"
-    final = next(v for v in harness.receipt_body(filed.request_id)["verifications"] if v["phase"] == "final")
+    final = next(v for v in saga.receipt_body(request_id)["verifications"] if v["phase"] == "final")
     failed = {c["check"]: c for c in final["checks"] if not c["passed"]}
     assert set(failed) == {"response_cache"}
     assert failed["response_cache"]["counts"]["erased_entries_back"] == 2
@@ -118,17 +104,7 @@ def test_an_erase_cut_between_batches_resumes_and_counts_each_entry_once(
         assert cache.put(app, user, f"prompt {n}", f"answer {n}")
     monkeypatch.setattr("stores.adapters.response_cache.BATCH", 3)
     adapter = platform.adapters.get("response_cache")
-    request_id = platform.requests.create(
-        request_id=new_request_id(),
-        subject_key=sk,
-        app_name=app,
-        user_id=user,
-        received_at=datetime.now(UTC),
-        due_at=datetime.now(UTC) + timedelta(days=30),
-        requested_by=None,
-        reason=None,
-    )[0]
-    subject = Subject(request_id, sk, app, user)
+    subject = open_request(platform, app, user)
     beats: list[dict[str, Any]] = []
 
     class Killed(Exception):
@@ -145,6 +121,6 @@ def test_an_erase_cut_between_batches_resumes_and_counts_each_entry_once(
     assert counts == {"cached_responses": 7}
     assert cache.client.exists(index_key(app, sk)) == 0
     assert all(not cache.client.exists(entry_key(app, sk, cache.digest(app, sk, f"prompt {n}"))) for n in range(7))
-    refs = platform.requests.record(request_id).erased_refs
+    refs = platform.requests.record(subject.request_id).erased_refs
     assert refs is not None
     assert len(refs["response_cache"]) == 7  # each batch recorded before it was deleted, the cut one too

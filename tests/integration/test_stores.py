@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from google.genai import types
 
-from stores.adapters.interface import Subject
 from stores.artifacts import session_prefix, user_prefix
 from stores.errors import DataKeyShredded, InvalidIdentifier
 from stores.fingerprint import snapshot, user_snapshot
 from stores.identity import session_ref, subject_key
 from stores.platform import Platform
 from stores.seeder import SeedReport, seed_platform, user_ids
+from tests.adapter_wrap import open_request
 from tests.untouched import assert_untouched
-from workers.service import new_request_id
 
 pytestmark = pytest.mark.integration
 
@@ -29,18 +28,8 @@ def seed(platform: Platform, app: str, users: list[str], size: str = "small", se
 
 def erase_everything(platform: Platform, app: str, user: str) -> dict[str, Any]:
     """Each registered adapter's erase once, in plan order (the saga does the same through activities)."""
-    sk = subject_key(platform.config.subject_secret, app, user)
-    request_id = platform.requests.create(
-        request_id=new_request_id(),
-        subject_key=sk,
-        app_name=app,
-        user_id=user,
-        received_at=datetime.now(UTC),
-        due_at=datetime.now(UTC) + timedelta(days=30),
-        requested_by=None,
-        reason=None,
-    )[0]
-    subject = Subject(request_id, sk, app, user)
+    subject = open_request(platform, app, user)
+    request_id = subject.request_id
     counts = {a.name: a.erase(subject, {}, lambda _details: None) for a in platform.adapters.in_order()}
     record = platform.requests.record(request_id)
     platform.requests.set_state(request_id, "completed", datetime.now(UTC))  # frees the subject for a rerun

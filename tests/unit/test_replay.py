@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from temporalio.client import WorkflowHistory
-from temporalio.worker import Replayer
+from temporalio.worker import Replayer, WorkflowReplayResult
 
 from tests.stack_fixture import TEST_PAYLOAD_KEY
 from verifier.workflow import VerifierWorkflow
@@ -58,11 +58,16 @@ async def test_a_changed_workflow_is_detected_as_nondeterministic() -> None:
         attrs = event.get("activityTaskScheduledEventAttributes")
         if attrs and attrs["activityType"]["name"] == "erase_artifacts":
             attrs["activityType"]["name"] = "erase_something_else"
-    replayer = Replayer(workflows=[ErasureWorkflow], data_converter=data_converter(bytes.fromhex(TEST_PAYLOAD_KEY)))
-    result = await replayer.replay_workflow(
-        WorkflowHistory.from_json("tampered", json.dumps(history)), raise_on_replay_failure=False
-    )
+    result = await _replay_edited(history, "tampered")
     assert result.replay_failure is not None
+
+
+async def _replay_edited(history: dict[str, Any], label: str) -> WorkflowReplayResult:
+    """Replay an edited copy of a recorded erasure history against the current code."""
+    replayer = Replayer(workflows=[ErasureWorkflow], data_converter=data_converter(bytes.fromhex(TEST_PAYLOAD_KEY)))
+    return await replayer.replay_workflow(
+        WorkflowHistory.from_json(label, json.dumps(history)), raise_on_replay_failure=False
+    )
 
 
 def _plan_history() -> dict[str, Any]:
@@ -79,10 +84,7 @@ async def test_a_plan_history_with_one_store_step_changed_is_refused() -> None:
             attrs["activityId"] = "erase:somewhere_else"
             changed += 1
     assert changed == 1
-    replayer = Replayer(workflows=[ErasureWorkflow], data_converter=data_converter(bytes.fromhex(TEST_PAYLOAD_KEY)))
-    result = await replayer.replay_workflow(
-        WorkflowHistory.from_json("changed", json.dumps(history)), raise_on_replay_failure=False
-    )
+    result = await _replay_edited(history, "changed")
     assert result.replay_failure is not None
 
 
@@ -104,9 +106,6 @@ async def test_the_new_path_is_not_replayed_as_the_old_one() -> None:
                 payload["data"] = base64.b64encode(json.dumps({**data, "id": "some-other-patch"}).encode()).decode()
                 renamed += 1
     assert renamed == 1
-    replayer = Replayer(workflows=[ErasureWorkflow], data_converter=data_converter(bytes.fromhex(TEST_PAYLOAD_KEY)))
-    result = await replayer.replay_workflow(
-        WorkflowHistory.from_json("renamed", json.dumps(history)), raise_on_replay_failure=False
-    )
+    result = await _replay_edited(history, "renamed")
     assert result.replay_failure is not None
     assert "Nondeterminism" in str(result.replay_failure) or "nondetermin" in str(result.replay_failure).lower()
