@@ -14,7 +14,7 @@ from temporalio import activity
 from activities.support import PlatformActivities, count, translate_errors
 from stores import tombstone_journal as journal
 from stores.embedding import tokens
-from stores.identity import token_digest
+from stores.identity import session_ref, token_digest
 from stores.presence import presence
 from stores.redaction import sensitive
 from stores.request_record import CiphertextSample
@@ -109,7 +109,11 @@ class RequestActivities(PlatformActivities):
         )
         secret = self.platform.config.subject_secret
         digests = [token_digest(secret, tok) for tok in candidates[:50]]
-        return self.platform.memory.unheld_digests(digests, subject_key)[:CANARY_COUNT]
+        # a word the platform already copied into a summary drawing on the user's rows or sessions is
+        # still the user's: those summaries go with the erasure, so they do not make the word common
+        refs = [session_ref(subject_key, s) for s in self.platform.sessions.session_ids(app_name, user_id)]
+        derived = self.platform.memory.derived_ids(subject_key, refs)
+        return self.platform.memory.unheld_digests(digests, subject_key, derived)[:CANARY_COUNT]
 
     @activity.defn(name=Activities.HOLD_ACTIVE)
     @translate_errors

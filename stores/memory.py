@@ -376,15 +376,24 @@ class MemoryEraser:
                 counts[tok] = counts.get(tok, 0) + 1
         return counts
 
-    def unheld_digests(self, digests: Sequence[str], excluding_subject: str) -> list[str]:
-        """Those of ``digests`` (in their order) no row of anyone else holds: one round trip, one index
-        probe per digest that stops at the first holder (a count of a common word's holders would grow
-        with the platform)."""
+    def derived_ids(self, subject: str, session_refs: Sequence[str]) -> list[uuid.UUID]:
+        """Rows derived from the subject's rows or sessions (transitively, whoever they are filed under)."""
+        with self._pool.connection() as conn:
+            _own, derived = self._closure(conn, subject, session_refs, None)
+        return derived
+
+    def unheld_digests(
+        self, digests: Sequence[str], excluding_subject: str, excluding_rows: Sequence[uuid.UUID] = ()
+    ) -> list[str]:
+        """Those of ``digests`` (in their order) no row of anyone else holds, ``excluding_rows`` aside (the
+        rows derived from the subject's, which the erasure removes): one round trip, one index probe per
+        digest that stops at the first holder (a count of a common word's holders would grow with the
+        platform)."""
         with self._pool.connection() as conn:
             rows = conn.execute(
                 "SELECT given.d FROM unnest(%s::text[]) WITH ORDINALITY AS given(d, n) WHERE NOT EXISTS "
-                "(SELECT 1 FROM memories m WHERE m.token_digests @> ARRAY[given.d] AND m.subject_key <> %s) "
-                "ORDER BY given.n",
-                (list(digests), excluding_subject),
+                "(SELECT 1 FROM memories m WHERE m.token_digests @> ARRAY[given.d] AND m.subject_key <> %s "
+                "AND m.id <> ALL(%s::uuid[])) ORDER BY given.n",
+                (list(digests), excluding_subject, list(excluding_rows)),
             ).fetchall()
         return [r[0] for r in rows]
