@@ -264,7 +264,7 @@ def _receipt_show(args: argparse.Namespace, settings: Settings) -> int:
     print(f"  received {body['received_at']}  completed {body['completed_at']}  due met: {body['due_met']}")
     for step in body["steps"]:
         counts = ", ".join(f"{k}={v}" for k, v in sorted(step["counts"].items()) if v)
-        print(f"  {step['name']:<12} {step['state']:<8} {counts}")
+        print(f"  {step['name']:<14} {step['state']:<8} {counts}")
     from workers.progress_view import render_verifications
 
     print("\n".join(render_verifications(body)))
@@ -318,7 +318,7 @@ def _reverify(args: argparse.Namespace, settings: Settings) -> int:
             result_type=VerifyResult,
         )
         for check in result.checks:
-            print(f"  {'ok ' if check.passed else 'BAD'} {check.check:<10} {check.detail}")
+            print(f"  {'ok ' if check.passed else 'BAD'} {check.check:<14} {check.detail}")
         print("verification passed" if result.passed else "verification FAILED")
         return 0 if result.passed else 1
 

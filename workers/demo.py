@@ -114,7 +114,7 @@ async def _demo(settings: Settings) -> int:
     print("\nRemoved, per store:")
     for step in result.steps:
         counts = ", ".join(f"{k}={v}" for k, v in sorted(step.counts.items()))
-        print(f"  {step.name:<12} {step.state:<8} {counts}")
+        print(f"  {step.name:<14} {step.state:<8} {counts}")
     if document is None:
         print("No receipt was stored.")
         return 1

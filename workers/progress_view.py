@@ -20,7 +20,7 @@ def render(progress: Progress, now: datetime | None = None) -> list[str]:
         lines.append("  ON HOLD: waiting for the legal hold to be released")
     for step in progress.steps:
         counts = ", ".join(f"{k}={v}" for k, v in sorted(step.counts.items()) if v)
-        lines.append(f"  {_ICON.get(step.state, '?')} {step.name:<12} {step.state:<8} {counts}".rstrip())
+        lines.append(f"  {_ICON.get(step.state, '?')} {step.name:<14} {step.state:<8} {counts}".rstrip())
     return lines
 
 
@@ -47,5 +47,5 @@ def render_verifications(body: dict[str, Any]) -> list[str]:
     for phase in body["verifications"]:
         lines.append(f"  verification ({phase['phase']}): {'passed' if phase['passed'] else 'FAILED'}")
         for check in phase["checks"]:
-            lines.append(f"    {'ok ' if check['passed'] else 'BAD'} {check['check']:<10} {check['detail']}")
+            lines.append(f"    {'ok ' if check['passed'] else 'BAD'} {check['check']:<14} {check['detail']}")
     return lines
