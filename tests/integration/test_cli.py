@@ -116,7 +116,7 @@ async def test_request_status_receipt_and_reverify(
     assert code == 0, out + err
     assert "verification passed" in out
     # the raw id was forgotten at completion; the log check is structural (subject key), so it runs in full
-    assert any(line.startswith("  ok  logs       nothing left") for line in out.splitlines()), out
+    assert any(line.split()[:2] == ["ok", "logs"] and line.endswith(" nothing left") for line in out.splitlines()), out
     assert await asyncio.to_thread(snapshot, saga.platform, app, users) == before
     assert saga.platform.requests.get(request_id) == row_before
 
