@@ -129,7 +129,7 @@ def test_worker_check_passes_in_production_mode_against_the_real_stack(
     assert [line.split()[0] for line in lines] == list(PARTS), lines
     assert all(line.split()[1] == "ok" for line in lines), lines
     assert "schema at version" in lines[0]
-    assert lines[-1].endswith("plan: artifacts, logs, sessions, memory, response_cache, keys"), lines
+    assert lines[-1].endswith("plan: artifacts, logs, response_cache, sessions, memory, keys"), lines
     assert not Path(production_env["ERASURE_STATE_DIR"]).exists(), "production mode wrote into the state dir"
     for name in ("ERASURE_SUBJECT_KEY_SECRET_FILE", "ERASURE_SIGNING_KEY_FILE", "ERASURE_PAYLOAD_KEY_FILE"):
         secret = Path(production_env[name]).read_text().strip()
