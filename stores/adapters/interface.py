@@ -10,13 +10,16 @@ after every adapter that does not itself say ``"*"``, as the key shredder does),
                  through ``beat`` (the activity's heartbeat details);
 ``remaining``    the verifier's read of what is left, written apart from ``erase`` (its own queries: no
                  helper shared with the eraser, so one bug cannot hide itself) and failing closed: input
-                 the request never recorded is reported as ``missing``, which fails the check;
+                 the request never recorded is reported as ``missing``, which fails the check; ``bound``
+                 (a completed request) limits it to data dated before the erasure; ``beat`` heartbeats;
 ``sweep_before`` what the late-writer sweeps remove: the subject's data dated before ``before`` (the
-                 erasure time; the in-saga second sweep passes the time it runs);
+                 erasure time); the in-saga second sweep passes ``None``: everything of the subject;
 ``fingerprint``  test support: a digest per kind of object of one user, to show other users stay
                  byte-identical.
 
-Everything an adapter returns is PII-free: counts, and digests that cannot be reversed. The raw user id
+A factory (the entry point's value, called with the ``Platform``) raises ``AdapterNotConfigured`` when the
+platform has no such store: it is then left out of every plan. Everything an adapter returns is PII-free:
+counts, and digests that cannot be reversed. The raw user id
 is in ``Subject.user_id`` only while the request still holds it (``None`` afterwards: subject-key mode).
 """
 
