@@ -26,9 +26,11 @@ from tests.adapter_wrap import Wrapped, erase_with, open_request, registry_with
 from tests.saga_harness import SagaHarness
 from tests.untouched import assert_untouched
 
-pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+pytestmark = pytest.mark.integration
+on_the_session_loop = pytest.mark.asyncio(loop_scope="session")
 
 
+@on_the_session_loop
 async def test_the_cache_is_erased_through_its_index_and_late_writes_are_swept(saga: SagaHarness) -> None:
     app = "cache-saga"
     users = user_ids(3, 401, prefix="cache")
@@ -79,6 +81,7 @@ class ForgetsEntries(ResponseCacheAdapter):
         return super().sweep_before(subject, before, keys_shredded_at)  # the index is gone: finds nothing
 
 
+@on_the_session_loop
 async def test_an_eraser_that_leaves_the_entries_fails_the_cache_check(saga: SagaHarness) -> None:
     app = "cache-planted"
     target = user_ids(1, 402, prefix="cache")[0]
