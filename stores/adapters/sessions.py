@@ -9,6 +9,7 @@ user hashes to the subject (ADK session ids are unique per (app, user) only), by
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -195,8 +196,6 @@ def _known(subject: Subject) -> str:
 
 
 def _with_sessions(record: RequestRecord, digests: set[str]) -> RequestRecord:
-    from dataclasses import replace
-
     return replace(record, erased_sessions=sorted(set(record.erased_sessions or []) | digests))
 
 
