@@ -130,14 +130,6 @@ class ArtifactEraser:
             markers += m
         return ScopeListing(versions, markers)
 
-    def erase_session(
-        self, app_name: str, subject: str, session_id: str, on_batch: Callable[[int], None] | None = None
-    ) -> int:
-        return self.erase_prefix(session_prefix(app_name, subject, session_id), on_batch)
-
-    def erase_user_scope(self, app_name: str, subject: str, on_batch: Callable[[int], None] | None = None) -> int:
-        return self.erase_prefix(user_scope_prefix(app_name, subject), on_batch)
-
     def erase_everything_of(
         self,
         app_name: str,

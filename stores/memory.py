@@ -321,12 +321,6 @@ class MemoryEraser:
             own, derived = self._closure(conn, subject, session_refs, None)
         return len(own), len(derived)
 
-    def count_own(self, subject: str) -> int:
-        """The subject's own rows (by the subject key index), provenance not followed."""
-        with self._pool.connection() as conn:
-            row = conn.execute("SELECT count(*) FROM memories WHERE subject_key = %s", (subject,)).fetchone()
-        return int(row[0]) if row else 0
-
     def count_derived_from(self, memory_ids: Sequence[str], session_refs: Sequence[str]) -> int:
         """Rows whose provenance names any of these (erased) memories or sessions (one hop)."""
         with self._pool.connection() as conn:
@@ -341,16 +335,6 @@ class MemoryEraser:
         with self._pool.connection() as conn:
             row = conn.execute("SELECT user_id FROM memories WHERE subject_key = %s LIMIT 1", (subject,)).fetchone()
         return str(row[0]) if row else None
-
-    def count_with_digests(self, digests: Sequence[str]) -> int:
-        """Rows anywhere whose words include one of these keyed token digests (canary check)."""
-        if not digests:
-            return 0
-        with self._pool.connection() as conn:
-            row = conn.execute(
-                "SELECT count(*) FROM memories WHERE token_digests && %s::text[]", (list(digests),)
-            ).fetchone()
-        return int(row[0]) if row else 0
 
     def sample_sealed(self, subject: str) -> tuple[str, bytes] | None:
         """One (row id, ciphertext) of the user: kept by the verifier to prove the key is shredded."""

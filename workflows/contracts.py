@@ -13,9 +13,9 @@ ERASURE_WORKFLOW = "ErasureWorkflow"
 VERIFIER_WORKFLOW = "VerifierWorkflow"
 SWEEP_WORKFLOW = "LateWriterSweepWorkflow"
 
-#: Saga steps in order; ``wait`` is the durable ingestion-delay timer.
+#: Saga steps of requests filed before plans, in order (a plan's are ``erasure.plan_step_names``);
+#: ``wait`` is the durable ingestion-delay timer.
 STEPS = ("fence", "artifacts", "sessions", "memory", "logs", "keys", "verify_main", "wait", "sweep", "lift_fence")
-DESTRUCTIVE = frozenset({"artifacts", "sessions", "memory", "logs", "keys", "sweep"})
 STEP_STATES = ("pending", "running", "done", "failed", "skipped")
 
 
