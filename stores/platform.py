@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
     from stores.adapters.registry import AdapterRegistry
     from stores.artifact_service import S3ArtifactService
+    from stores.chroma_memory import ChromaMemory
     from stores.memory_service import FencedMemoryService
     from stores.response_cache import ResponseCache
 
@@ -44,6 +45,7 @@ class PlatformConfig:
     s3_delete_batch: int = 1000
     pool_timeout: float = 5.0
     cache_url: str | None = None  # the Redis-protocol response cache; None: the platform has none
+    chroma_path: str | None = None  # the Chroma memory backend's directory; None: the platform has none
 
 
 class Platform:
@@ -139,6 +141,19 @@ class Platform:
         if not self.config.cache_url:
             raise AdapterNotConfigured("no response cache is configured (ERASURE_CACHE_URL)")
         return ResponseCache.connect(self.config.cache_url, self.keys, self.ledger, self.config.subject_secret)
+
+    @cached_property
+    def chroma_memory(self) -> ChromaMemory:
+        """The Chroma memory backend (``AdapterNotConfigured`` when the platform has none)."""
+        from stores.adapters.interface import AdapterNotConfigured
+
+        if not self.config.chroma_path:
+            raise AdapterNotConfigured("no Chroma memory backend is configured (ERASURE_CHROMA_PATH)")
+        try:
+            from stores.chroma_memory import ChromaMemory
+        except ImportError as exc:  # pragma: no cover - chromadb is an extra
+            raise AdapterNotConfigured(f"chromadb is not installed: {exc}") from exc
+        return ChromaMemory(self.config.chroma_path, self.keys, self.ledger, self.config.subject_secret)
 
     @cached_property
     def adapters(self) -> AdapterRegistry:

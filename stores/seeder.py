@@ -32,6 +32,7 @@ class Size:
     log_segments: int
     lines_per_segment: int
     cached_responses: int = 0
+    chroma_memories: int = 0
 
 
 SIZES = {
@@ -44,6 +45,7 @@ SIZES = {
         log_segments=2,
         lines_per_segment=3,
         cached_responses=2,
+        chroma_memories=3,
     ),
     "typical": Size(
         sessions=8,
@@ -54,6 +56,7 @@ SIZES = {
         log_segments=6,
         lines_per_segment=6,
         cached_responses=6,
+        chroma_memories=10,
     ),
     "large": Size(
         sessions=200,
@@ -64,6 +67,7 @@ SIZES = {
         log_segments=50,
         lines_per_segment=20,
         cached_responses=100,
+        chroma_memories=500,
     ),
 }
 
@@ -119,6 +123,7 @@ class UserSeed:
     log_lines: int = 0
     signature_words: list[str] = field(default_factory=list)
     cached_responses: int = 0
+    chroma_memories: int = 0
 
 
 @dataclass
@@ -172,6 +177,7 @@ async def seed_user(
             await platform.memory_service.add_session_to_memory(session)
         await _seed_artifacts(platform, seed, size, rng)
         _seed_cache(platform, seed, size, rng)
+        _seed_chroma(platform, seed, size)
         if size.facts:
             facts = [
                 MemoryEntry(
@@ -217,6 +223,29 @@ def _seed_cache(platform: Platform, seed: UserSeed, size: Size, rng: random.Rand
         answer = "Here is what I found: " + _sentence(rng, seed.signature_words, _AGENT)
         if cache.put(seed.app_name, seed.user_id, prompt, answer):
             seed.cached_responses += 1
+
+
+def _seed_chroma(platform: Platform, seed: UserSeed, size: Size) -> None:
+    """Memories in the Chroma backend (when the platform has one): facts and one summary derived from them.
+
+    Drawn from a generator of their own, so the other stores' seeded data stays what it was without Chroma."""
+    if not size.chroma_memories or not platform.config.chroma_path:
+        return
+    from stores.memory import NewMemory
+
+    rng = random.Random(f"{seed.user_id}:chroma")  # noqa: S311 - synthetic data, not secrets
+    facts = [
+        NewMemory(seed.app_name, seed.user_id, _sentence(rng, seed.signature_words, _TEMPLATES), kind="fact")
+        for _ in range(size.chroma_memories - 1)
+    ]
+    summary = NewMemory(
+        seed.app_name,
+        seed.user_id,
+        "summary: " + " ".join(f.text for f in facts[:3]),
+        kind="summary",
+        derived_from=[f.id for f in facts[:3]],
+    )
+    seed.chroma_memories += platform.chroma_memory.add([*facts, summary])
 
 
 def _log_lines(seeds: Sequence[UserSeed], size: Size, rng: random.Random, start: datetime) -> dict[int, list[LogLine]]:

@@ -19,6 +19,7 @@ lands in field ``x`` (the file is read once, when the settings are built). A bad
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -178,6 +179,12 @@ class Settings(BaseSettings):
     )
     cache_url_file: str = Field(default="", description=_file_help("cache_url"))
     cache_port: Port = Field(default=4600, description="Port of the local Valkey (the response cache).")
+    chroma_path: str = Field(
+        default="",
+        description="Directory of the Chroma memory backend (embedded persistent mode; the erasure worker must "
+        "see the same files the platform writes). Empty: <state dir>/chroma in local mode when chromadb is "
+        "installed, none in production; 'none': no Chroma backend.",
+    )
     kms_key_id: str = Field(
         default="",
         description="KMS key that wraps per-user data keys. Empty: the key created by 'erasure stack up'.",
@@ -388,6 +395,17 @@ class Settings(BaseSettings):
         if url == "none" or (not url and self.production):
             return None
         return url or f"redis://127.0.0.1:{self.cache_port}/0"
+
+    @property
+    def chroma_memory_path(self) -> str | None:
+        """The Chroma backend's directory; ``None`` when the platform has none (its adapter is left out)."""
+        if self.chroma_path == "none" or (not self.chroma_path and self.production):
+            return None
+        if self.chroma_path:
+            return str(Path(self.chroma_path).resolve())
+        if importlib.util.find_spec("chromadb") is None:
+            return None
+        return str(self.state_path / "chroma")
 
     @property
     def kms_url(self) -> str | None:

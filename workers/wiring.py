@@ -52,6 +52,7 @@ def platform_config(settings: Settings, secrets: Secrets | None = None, **overri
         per_user_kms_keys=settings.per_user_kms_keys,
         s3_delete_batch=settings.s3_delete_batch,
         cache_url=settings.response_cache_url,
+        chroma_path=settings.chroma_memory_path,
     )
     if overrides:
         config = replace(config, **overrides)  # type: ignore[arg-type]

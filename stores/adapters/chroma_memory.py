@@ -1,0 +1,150 @@
+"""Adapter for the Chroma memory backend (``stores.chroma_memory``): the subject's own Chroma database.
+
+Erase counts the subject's memories, reports the count in a heartbeat, then removes the subject's whole
+database directory (its SQLite file and HNSW index files): the only way to leave nothing of the user in
+Chroma's files, as the store module explains. It is idempotent: a retry finds the directory gone, or
+removes what is left of it, and reports the count of the attempt that dropped it. Remaining looks at the
+disk on its own: every file left under the subject's directory fails the check (the directory computed
+from the subject key, not taken from the eraser), and a completed request's re-check counts the items
+dated before the erasure in a database written again since, read from the SQLite file opened read-only.
+A sweep dated ``before`` removes the database when all of it predates the erasure, else rebuilds it from
+the items written afterwards (a per-item ``delete`` would leave the vectors in the index files).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from stores.adapters.interface import Beat, Bound, Remaining, Subject, Swept
+from stores.identity import subject_key
+
+if TYPE_CHECKING:
+    from stores.chroma_memory import ChromaMemory
+    from stores.platform import Platform
+    from stores.request_record import RequestRecord
+
+
+class ChromaReads:
+    """The verifier's reads: the subject's directory tree, and its SQLite file opened read-only."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def _directory(self, subject: str) -> Path:
+        hexpart = subject[3:]
+        return self.root / hexpart[:2] / ("mem-" + hexpart)
+
+    def files_left(self, subject: str) -> int:
+        directory = self._directory(subject)
+        return sum(1 for p in directory.rglob("*") if p.is_file()) if directory.exists() else 0
+
+    def items_before(self, subject: str, before: datetime) -> int:
+        db = self._directory(subject) / "chroma.sqlite3"
+        if not db.is_file():
+            return 0
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30.0)
+        try:
+            row = conn.execute(
+                "SELECT count(*) FROM embedding_metadata WHERE key = 'created_at' AND float_value < ?",
+                (before.timestamp(),),
+            ).fetchone()
+        finally:
+            conn.close()
+        return int(row[0])
+
+
+class ChromaMemoryAdapter:
+    name = "chroma_memory"
+    after: tuple[str, ...] = ()
+    batched = True
+
+    def __init__(self, platform: Platform) -> None:
+        self.platform = platform
+        self.store: ChromaMemory = platform.chroma_memory  # AdapterNotConfigured when the platform has none
+        self.reads = ChromaReads(self.store.path)
+
+    def locate(self, subject: Subject) -> dict[str, int]:
+        with self.store.opened(subject.subject_key, create=False) as col:
+            return {"chroma_memories": 0 if col is None else int(col.count())}
+
+    def _record(self, subject: Subject) -> None:
+        """The request notes that this step ran and which directory it removed (the check's input)."""
+        if not subject.request_id:
+            return
+        name = self.store.directory(subject.subject_key).name
+
+        def add(r: RequestRecord) -> RequestRecord:
+            found = dict(r.erased_refs or {})
+            found[self.name] = sorted({*found.get(self.name, []), name})
+            return replace(r, erased_refs=found)
+
+        self.platform.requests.update_record(subject.request_id, add)
+
+    def _drop(self, subject: Subject, beat: Beat | None) -> int:
+        """Remove the subject's database directory; the memories it held."""
+        directory = self.store.directory(subject.subject_key)
+        with self.store.opened(subject.subject_key, create=False) as col:
+            items = 0 if col is None else int(col.count())
+        if beat:
+            beat({"dropped": items})  # a retry that finds the directory gone reports this count
+        with self.store.lock(subject.subject_key):
+            if directory.exists():
+                shutil.rmtree(directory)
+        return items
+
+    def erase(self, subject: Subject, cursor: Mapping[str, Any], beat: Beat) -> dict[str, int]:
+        self._record(subject)
+        found = self._drop(subject, beat)  # what a cut attempt counted, if its directory is still there
+        return {"chroma_memories": found or int(cursor.get("dropped", 0))}
+
+    def remaining(self, subject: Subject, record: RequestRecord, bound: Bound | None, beat: Beat) -> Remaining:
+        if self.name not in (record.erased_refs or {}):
+            return Remaining(missing=("the Chroma step's record that it ran",))
+        if not self.reads.root.is_dir():
+            return Remaining(missing=("the Chroma backend's root directory",))
+        if bound is not None:  # written again since the erasure is fine; dated before it is a leftover
+            return Remaining({"items_before_erasure": self.reads.items_before(subject.subject_key, bound.erased_at)})
+        return Remaining({"files_on_disk": self.reads.files_left(subject.subject_key)})
+
+    def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:
+        if before is None:
+            return Swept({"chroma_memories": self._drop(subject, None)})
+        cutoff = before.timestamp()
+        with self.store.opened(subject.subject_key, create=False) as col:
+            if col is None:
+                return Swept({"chroma_memories": 0})
+            old = col.get(where={"created_at": {"$lt": cutoff}}, include=[])["ids"]
+            kept = col.get(where={"created_at": {"$gte": cutoff}}, include=["embeddings", "documents", "metadatas"])
+        if not old:
+            return Swept({"chroma_memories": 0})
+        self._drop(subject, None)
+        if kept["ids"]:  # rebuilt from what was written after the erasure: a per-item delete is soft
+            with self.store.opened(subject.subject_key, create=True) as again:
+                assert again is not None
+                again.add(
+                    ids=kept["ids"],
+                    embeddings=kept["embeddings"],
+                    documents=kept["documents"],
+                    metadatas=kept["metadatas"],
+                )
+        return Swept({"chroma_memories": len(old)})
+
+    def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
+        sk = subject_key(self.platform.config.subject_secret, app_name, user_id)
+        digest = hashlib.sha256()
+        count = 0
+        with self.store.opened(sk, create=False) as col:
+            if col is not None:
+                got = col.get(include=["embeddings", "documents", "metadatas"])
+                rows = zip(got["ids"], got["embeddings"], got["documents"], got["metadatas"], strict=True)
+                for item, vector, doc, meta in sorted(rows, key=lambda r: r[0]):
+                    digest.update(f"{item}|{[float(v) for v in vector]}|{doc}|{sorted(meta.items())}".encode())
+                    count += 1
+        return {"chroma_memory": digest.hexdigest(), "counts": {"chroma_memories": count}}

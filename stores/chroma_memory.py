@@ -1,0 +1,181 @@
+"""A second memory backend: the user's memories in Chroma (``chromadb``, embedded persistent mode).
+
+Agent builders often keep memory in Chroma: documents, their embeddings and metadata in a collection.
+Here each subject has a Chroma database of its own, a directory under the backend's root named from the
+pseudonymous subject key (``<root>/<2 hex>/mem-<hex>/``, one ``memories`` collection inside), so an
+erasure finds everything of the user by name and its cost follows the user's data.
+
+Why a directory per subject: what Chroma keeps on disk (chromadb 1.5, found by reading the files a
+persistent client writes; ``tests/integration/test_chroma_memory.py`` scans them):
+
+* ``delete(ids)`` is soft: the vector stays in the collection's HNSW files (``<segment>/data_level0.bin``)
+  until the index is rebuilt, and the document stays in ``chroma.sqlite3``.
+* ``delete_collection`` drops the collection's rows but leaves its segment directories (HNSW files,
+  vectors included) on disk, and the deleted rows (write-ahead queue vectors, documents, full-text terms)
+  stay readable in SQLite's free space: Chroma's connections do not set ``secure_delete``.
+* Even rows never deleted leave copies: as SQLite rebalances its B-trees, stale cells of the write-ahead
+  queue (every vector as written) stay in the unused space of reused pages. Deleting our own rows over a
+  ``secure_delete`` connection of ours does not reach them (measured: vectors still in the file).
+* The HNSW files are written from a preallocated buffer (room for ``max_elements`` items), and SQLite
+  pages from buffers of their own; the room they do not use yet is written as it was in the writing
+  process's memory. Seen in the tests: bytes of one user's vectors and sealed documents in the unused
+  space of another user's files, written by the same process. An erasure cannot reach those copies
+  without reading every other user's files; sealing makes the documents among them unreadable once the
+  key is shredded, the vectors stay (issue 18: physical erasure).
+* Chroma purges its queue after each index flush (again leaving the vectors in free pages); ``chroma
+  vacuum`` rewrites the whole database file (cost follows the platform's size) and never touches the HNSW
+  directories; ``reset()`` wipes every collection.
+
+So no API call and no statement of ours can clean a shared Chroma file of one user. A database per
+subject can be removed whole: nothing of the user is left in any file that remains, and other users'
+files are not touched. Documents are sealed under the user's data key as well (copies outside the
+directory, such as backups, become unreadable when the key is shredded). Metadata holds kinds, times and
+provenance (memory ids and keyed session references): nothing personal.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from stores.embedding import Embedder, HashingEmbedder
+from stores.identity import session_ref, subject_key
+
+if TYPE_CHECKING:
+    from stores.keys import DataKeyStore
+    from stores.memory import NewMemory
+    from stores.tombstones import TombstoneLedger
+
+DB_FILE = "chroma.sqlite3"
+COLLECTION = "memories"
+
+
+def subject_directory(root: Path, subject: str) -> Path:
+    """The subject's Chroma database: ``<root>/<2 hex>/mem-<hex>`` (PII-free, fanned out)."""
+    hexpart = subject.removeprefix("sk_")
+    return root / hexpart[:2] / f"mem-{hexpart}"
+
+
+@dataclass(frozen=True)
+class ChromaHit:
+    id: str
+    text: str
+    kind: str
+    created_at: datetime
+
+
+class ChromaMemory:
+    """The store: fenced writes and search, each through a client opened on the subject's database."""
+
+    def __init__(
+        self,
+        path: str,
+        keys: DataKeyStore,
+        ledger: TombstoneLedger,
+        secret: bytes,
+        embedder: Embedder | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self._keys = keys
+        self._ledger = ledger
+        self._secret = secret
+        self.embedder = embedder or HashingEmbedder()
+        self.dropped_while_fenced = 0
+        self._guard = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}  # one subject's database is opened by one call at a time
+
+    def lock(self, subject: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(subject, threading.Lock())
+
+    def directory(self, subject: str) -> Path:
+        return subject_directory(self.path, subject)
+
+    @contextmanager
+    def opened(self, subject: str, *, create: bool) -> Iterator[Any | None]:
+        """The subject's ``memories`` collection (``None`` when it has none and ``create`` is false); the
+        client is closed afterwards, so no process keeps a database open that an erasure removes."""
+        import chromadb
+        from chromadb.config import Settings as ChromaSettings
+
+        directory = self.directory(subject)
+        with self.lock(subject):
+            if not create and not (directory / DB_FILE).is_file():
+                yield None
+                return
+            directory.mkdir(parents=True, exist_ok=True)
+            client: Any = chromadb.PersistentClient(
+                path=str(directory), settings=ChromaSettings(anonymized_telemetry=False, allow_reset=False)
+            )
+            try:
+                if create:
+                    yield client.get_or_create_collection(
+                        COLLECTION, embedding_function=None, metadata={"hnsw:space": "cosine"}
+                    )
+                else:
+                    names = {c.name for c in client.list_collections()}
+                    yield client.get_collection(COLLECTION, embedding_function=None) if COLLECTION in names else None
+            finally:
+                client.close()
+
+    def add(self, memories: Sequence[NewMemory]) -> int:
+        """Write one user's memories; ``0`` (and counted) while that user is fenced."""
+        if not memories:
+            return 0
+        first = memories[0]
+        if any((m.app_name, m.user_id) != (first.app_name, first.user_id) for m in memories):
+            raise ValueError("one call writes one user's memories")
+        sk = subject_key(self._secret, first.app_name, first.user_id)
+        if self._ledger.user_fenced(sk):
+            self.dropped_while_fenced += len(memories)
+            return 0
+        return self.add_unfenced(sk, memories)
+
+    def add_unfenced(self, subject: str, memories: Sequence[NewMemory]) -> int:
+        """A write that bypasses the fence (a late writer, a replayed queue): what the sweeps are for."""
+        ids, vectors, documents, metadatas = [], [], [], []
+        for m in memories:
+            item = str(m.id)
+            _key_id, sealed = self._keys.encrypt(subject, m.text.encode(), f"chroma:{item}".encode())
+            ids.append(item)
+            vectors.append(self.embedder.embed(m.text))
+            documents.append(base64.b64encode(sealed).decode())
+            at = m.created_at.timestamp() if m.created_at else time.time()
+            sessions = [*m.source_sessions, *([session_ref(subject, m.session_id)] if m.session_id else [])]
+            metadatas.append(
+                {
+                    "kind": m.kind,
+                    "created_at": at,
+                    "derived_from": ",".join(str(d) for d in m.derived_from),
+                    "sessions": ",".join(sessions),
+                }
+            )
+        with self.opened(subject, create=True) as col:
+            assert col is not None
+            col.upsert(ids=ids, embeddings=vectors, documents=documents, metadatas=metadatas)
+        return len(ids)
+
+    def search(self, app_name: str, user_id: str, query: str, limit: int = 5) -> list[ChromaHit]:
+        """The user's nearest memories (nothing while the user is fenced)."""
+        sk = subject_key(self._secret, app_name, user_id)
+        if self._ledger.user_fenced(sk):
+            return []
+        with self.opened(sk, create=False) as col:
+            if col is None:
+                return []
+            found = col.query(
+                query_embeddings=[self.embedder.embed(query)], n_results=limit, include=["documents", "metadatas"]
+            )
+        hits = []
+        for item, doc, meta in zip(found["ids"][0], found["documents"][0], found["metadatas"][0], strict=True):
+            plain = self._keys.decrypt(base64.b64decode(doc), f"chroma:{item}".encode())
+            at = datetime.fromtimestamp(float(meta["created_at"]), UTC)
+            hits.append(ChromaHit(item, plain.decode(), str(meta["kind"]), at))
+        return hits
