@@ -2,9 +2,9 @@
 
 ``CeilingWorkflow`` runs no-op activities in the shape ``ErasureWorkflow`` has with no hold and no
 ingestion delay and the built-in plan: begin, hold read, fence, hold read, then artifacts, logs, the
-response cache and (sessions, hold read, memory) side by side, hold read, keys, hold read, sweep, one
-verifier child (seven parallel checks: six stores and the fence; the main-pass verification is skipped
-without a delay), finish, lift fence, receipt. 24 activities and one child
+response cache, the Chroma memory and (sessions, hold read, memory) side by side, hold read, keys, hold
+read, sweep, one verifier child (eight parallel checks: seven stores and the fence; the main-pass
+verification is skipped without a delay), finish, lift fence, receipt. 26 activities and one child
 workflow, the same timeouts' shape and the same payload codec as the real saga (``tests/unit/test_bench.py``
 counts the activities of a recorded saga history against it).
 """
@@ -17,7 +17,7 @@ from datetime import timedelta
 from temporalio import activity, workflow
 
 NOOP = "bench_noop"
-CHECKS = 7
+CHECKS = 8
 TIMEOUT = timedelta(seconds=30)
 
 
@@ -50,13 +50,15 @@ class CeilingWorkflow:
             await _noop("hold")
             await _noop("memory")
 
-        await asyncio.gather(_noop("artifacts"), sessions_then_memory(), _noop("logs"), _noop("response_cache"))
+        await asyncio.gather(
+            _noop("artifacts"), sessions_then_memory(), _noop("logs"), _noop("response_cache"), _noop("chroma_memory")
+        )
         for name in ("hold", "keys", "hold", "sweep"):
             await _noop(name)
         checks = await workflow.execute_child_workflow(CeilingVerifierWorkflow.run, "final", id=f"ceiling-{key}-final")
         for name in ("finish", "lift_fence", "receipt"):
             await _noop(name)
-        return 4 + 6 + 4 + checks + 3
+        return 4 + 7 + 4 + checks + 3
 
 
-ACTIVITIES_PER_RUN = 4 + 6 + 4 + CHECKS + 3
+ACTIVITIES_PER_RUN = 4 + 7 + 4 + CHECKS + 3

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -102,6 +104,20 @@ def watch_cache(client: Any, counter: CallCounter) -> None:
     client.pipeline = pipeline
 
 
+def watch_chroma(store: Any, counter: CallCounter) -> None:
+    """Count every database the Chroma store opens as ``chroma:open`` (a SQLite open and Chroma's start-up:
+    its cost per call, as a round trip is for the other stores)."""
+    opened = store.opened
+
+    @contextmanager
+    def counted(*args: Any, **options: Any) -> Iterator[Any]:
+        counter.add("chroma:open")
+        with opened(*args, **options) as found:
+            yield found
+
+    store.opened = counted
+
+
 def group(counts: Counter[str], artifact_bucket: str, log_bucket: str) -> dict[str, int]:
     """The figures the targets talk about, from raw per-operation counts."""
 
@@ -118,4 +134,5 @@ def group(counts: Counter[str], artifact_bucket: str, log_bucket: str) -> dict[s
         "s3_gets": total(lambda k: k.startswith("s3:Get") or k.startswith("s3:Head")),
         "sql_statements": counts.get("sql", 0),
         "cache_commands": total(lambda k: k.startswith("cache:")),
+        "chroma_opens": total(lambda k: k.startswith("chroma:")),
     }

@@ -3,6 +3,7 @@ verification or receipt. Indexed keys only, as the saga's own stores use them.""
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 
 from stores.artifacts import BATCH, user_prefix
@@ -22,6 +23,7 @@ class DirectResult:
     log_lines: int
     data_keys: int
     cached_responses: int = 0
+    chroma_files: int = 0
 
 
 def erase_directly(platform: Platform, app_name: str, user_id: str) -> DirectResult:
@@ -67,6 +69,12 @@ def erase_directly(platform: Platform, app_name: str, user_id: str) -> DirectRes
         for start in range(0, len(digests), 500):
             cached += int(client.unlink(*(entry_key(app_name, sk, d) for d in digests[start : start + 500])))
         client.unlink(index)
+    chroma_files = 0
+    if platform.config.chroma_path:  # the user's Chroma database: its directory, every file in it
+        directory = platform.chroma_memory.directory(sk)
+        if directory.exists():
+            chroma_files = sum(1 for p in directory.rglob("*") if p.is_file())
+            shutil.rmtree(directory)
     with platform.pool.connection() as conn:
         keys = conn.execute("DELETE FROM data_keys WHERE subject_key = %s", (sk,)).rowcount
-    return DirectResult(events, sessions, states, memories, removed, segments, lines, keys, cached)
+    return DirectResult(events, sessions, states, memories, removed, segments, lines, keys, cached, chroma_files)

@@ -21,7 +21,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from bench import ceiling
-from bench.counters import CallCounter, group, watch_boto, watch_cache, watch_sql
+from bench.counters import CallCounter, group, watch_boto, watch_cache, watch_chroma, watch_sql
 from bench.direct import erase_directly
 from bench.history import counts_by_name, covered, records, step_times
 from bench.png import bar_chart
@@ -306,6 +306,7 @@ def rows(f: Figures, plan: Plan) -> list[Row]:
     add("5 direct: SQL statements", "direct_calls_sql_statements_small")
     add("5 cache commands / erasure", "calls_cache_commands_small")
     add("5 direct: cache commands", "direct_calls_cache_commands_small")
+    add("5 Chroma opens / erasure", "calls_chroma_opens_small")
     return out
 
 
@@ -319,6 +320,8 @@ async def measure(plan: Plan, settings: Settings) -> tuple[Figures, Erasure | No
     watch_boto(platform.kms, "kms", counter)
     if platform.config.cache_url:
         watch_cache(platform.response_cache.client, counter)
+    if platform.config.chroma_path:
+        watch_chroma(platform.chroma_memory, counter)
     queue = f"bench-{uuid.uuid4().hex[:8]}"
     ceiling_queue = queue + "-ceiling"
     settings = settings.model_copy(update={"task_queue": queue})

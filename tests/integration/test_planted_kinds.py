@@ -178,6 +178,10 @@ PLANTS: dict[str, tuple[Plant, set[str]]] = {
         ),
         {"response_cache"},
     ),
+    "chroma memory, the user's database written back (and the fresh key it needed)": (
+        lambda p, t, r: p.chroma_memory.add_unfenced(t.subject, [NewMemory(APP, t.other, "planted fact", kind="fact")]),
+        {"chroma_memory", "keys"},
+    ),
     "log, index row": (
         lambda p, t, r: _sql(
             p,

@@ -40,6 +40,7 @@ def erase_everything(platform: Platform, app: str, user: str) -> dict[str, Any]:
         "log_lines": counts["logs"]["lines"],
         "keys": counts["keys"]["key_versions"],
         "cached_responses": counts["response_cache"]["cached_responses"],
+        "chroma_memories": counts["chroma_memory"]["chroma_memories"],
         "derived_ids": list(record.derived_removed or []),
     }
 
@@ -94,6 +95,7 @@ def test_each_adapter_erases_exactly_one_user_and_is_idempotent(platform: Platfo
     assert first["log_lines"] == target_before["log_lines"]
     assert first["keys"] == 1
     assert first["cached_responses"] == target_before["cached_responses"] > 0
+    assert first["chroma_memories"] == target_before["chroma_memories"] > 0
 
     after = snapshot(platform, app, users)
     assert all(v == 0 for v in after[target]["counts"].values()), after[target]["counts"]
@@ -121,6 +123,7 @@ def test_each_adapter_erases_exactly_one_user_and_is_idempotent(platform: Platfo
         "log_lines": 0,
         "keys": 0,
         "cached_responses": 0,
+        "chroma_memories": 0,
         "derived_ids": [],
     }
     assert snapshot(platform, app, users) == after

@@ -32,6 +32,7 @@ def test_the_built_in_adapters_are_registered_by_entry_point() -> None:
         "logs": "stores.adapters.logs:LogsAdapter",
         "keys": "stores.adapters.keys:KeysAdapter",
         "response_cache": "stores.adapters.response_cache:ResponseCacheAdapter",
+        "chroma_memory": "stores.adapters.chroma_memory:ChromaMemoryAdapter",
     }
 
 

@@ -35,8 +35,10 @@ HISTORIES = Path(__file__).resolve().parents[1] / "histories"
         "erasure_hold_read_before_every_step.json",  # the same path, waiting on a hold until the release signal
         "erasure_failed_lifts_fence.json",  # the same path, a step failing for good: the fence lifted, then finish
         "erasure_plan.json",  # filed with a plan: erase_store per planned store (six, the response cache too)
+        "erasure_plan_chroma.json",  # the same code path, recorded after the Chroma adapter was added (seven)
         "verify_completed.json",
         "verify_plan.json",  # one check per planned store, then the fence
+        "verify_plan_chroma.json",  # seven store checks and the fence
     ],
 )
 async def test_recorded_history_replays(name: str) -> None:
