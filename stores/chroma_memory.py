@@ -16,12 +16,11 @@ persistent client writes; ``tests/integration/test_chroma_memory.py`` scans them
 * Even rows never deleted leave copies: as SQLite rebalances its B-trees, stale cells of the write-ahead
   queue (every vector as written) stay in the unused space of reused pages. Deleting our own rows over a
   ``secure_delete`` connection of ours does not reach them (measured: vectors still in the file).
-* The HNSW files are written from a preallocated buffer (room for ``max_elements`` items), and SQLite
-  pages from buffers of their own; the room they do not use yet is written as it was in the writing
-  process's memory. Seen in the tests: bytes of one user's vectors and sealed documents in the unused
-  space of another user's files, written by the same process. An erasure cannot reach those copies
-  without reading every other user's files; sealing makes the documents among them unreadable once the
-  key is shredded, the vectors stay (issue 18: physical erasure).
+* Chroma writes its preallocated buffers (the HNSW files' room for ``max_elements`` items, SQLite pages)
+  as they are in memory: seen once in our test runs, bytes of one user's vectors and sealed documents in
+  the unused space of another user's file written later by the same process. An erasure cannot reach
+  those without reading every other user's files; sealing makes the documents among them unreadable once
+  the key is shredded, the vectors stay (issue 18: physical erasure).
 * Chroma purges its queue after each index flush (again leaving the vectors in free pages); ``chroma
   vacuum`` rewrites the whole database file (cost follows the platform's size) and never touches the HNSW
   directories; ``reset()`` wipes every collection.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -149,10 +150,10 @@ class Platform:
 
         if not self.config.chroma_path:
             raise AdapterNotConfigured("no Chroma memory backend is configured (ERASURE_CHROMA_PATH)")
-        try:
-            from stores.chroma_memory import ChromaMemory
-        except ImportError as exc:  # pragma: no cover - chromadb is an extra
-            raise AdapterNotConfigured(f"chromadb is not installed: {exc}") from exc
+        if importlib.util.find_spec("chromadb") is None:  # an extra: erasure-orchestrator[chroma]
+            raise AdapterNotConfigured("chromadb is not installed")
+        from stores.chroma_memory import ChromaMemory
+
         return ChromaMemory(self.config.chroma_path, self.keys, self.ledger, self.config.subject_secret)
 
     @cached_property

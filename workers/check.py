@@ -9,6 +9,8 @@ or key is created, no search attribute registered (``erasure migrate`` and the s
 - ``kms``: the wrapping key (``ERASURE_KMS_KEY_ID``) exists, is enabled and is a symmetric encryption key.
 - ``buckets``: the artifact, log and receipt buckets exist; artifacts and logs are versioned.
 - ``cache`` (only when a response cache is configured): the Redis-protocol server answers ``PING``.
+- ``chroma`` (only when a Chroma backend is configured): ``chromadb`` imports and the backend's directory
+  exists and is writable (the erasure removes subjects' directories in it).
 - ``adapters``: every registered erase adapter loads and together they form a plan (printed in order);
   adapters whose store this platform does not have are named as left out.
 
@@ -147,6 +149,23 @@ def check_cache(settings: Settings) -> PartCheck:
     return PartCheck("cache", True, f"response cache at {endpoint} answers")
 
 
+def check_chroma(settings: Settings) -> PartCheck:
+    import importlib.util
+    import os
+    from pathlib import Path
+
+    path = settings.chroma_memory_path
+    assert path is not None
+    if importlib.util.find_spec("chromadb") is None:
+        return PartCheck("chroma", False, "chromadb is not installed (pip install 'erasure-orchestrator[chroma]')")
+    root = Path(path)
+    if not root.is_dir():
+        return PartCheck("chroma", False, f"{root} is not a directory")
+    if not os.access(root, os.W_OK | os.X_OK):
+        return PartCheck("chroma", False, f"{root} is not writable by this user")
+    return PartCheck("chroma", True, f"Chroma databases under {root}")
+
+
 def check_adapters(settings: Settings, secrets: Secrets) -> PartCheck:
     from workers.wiring import build_platform
 
@@ -172,6 +191,7 @@ def run_checks(settings: Settings, secrets: Secrets) -> list[PartCheck]:
         _guarded("kms", lambda: check_kms(settings)),
         _guarded("buckets", lambda: check_buckets(settings)),
         *([_guarded("cache", lambda: check_cache(settings))] if settings.response_cache_url is not None else []),
+        *([_guarded("chroma", lambda: check_chroma(settings))] if settings.chroma_memory_path is not None else []),
         _guarded("adapters", lambda: check_adapters(settings, secrets)),
     ]
 

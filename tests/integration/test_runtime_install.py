@@ -129,7 +129,9 @@ def test_worker_check_passes_in_production_mode_against_the_real_stack(
     assert [line.split()[0] for line in lines] == list(PARTS), lines
     assert all(line.split()[1] == "ok" for line in lines), lines
     assert "schema at version" in lines[0]
-    assert lines[-1].endswith("plan: artifacts, logs, response_cache, sessions, memory, keys"), lines
+    assert lines[-1].endswith(
+        "plan: artifacts, logs, response_cache, sessions, memory, keys; no store for chroma_memory"
+    ), lines
     assert not Path(production_env["ERASURE_STATE_DIR"]).exists(), "production mode wrote into the state dir"
     for name in ("ERASURE_SUBJECT_KEY_SECRET_FILE", "ERASURE_SIGNING_KEY_FILE", "ERASURE_PAYLOAD_KEY_FILE"):
         secret = Path(production_env[name]).read_text().strip()
@@ -143,6 +145,7 @@ def test_worker_check_reports_each_part_that_is_not_ready(
         **production_env,
         "ERASURE_KMS_KEY_ID": "00000000-0000-4000-8000-000000000000",  # no such key
         "ERASURE_LOG_BUCKET": "erasure-no-such-bucket",
+        "ERASURE_CHROMA_PATH": str(tmp_path),  # a Chroma backend, in an image without chromadb
     }
     result = _erasure(runtime_venv, env, tmp_path, "worker", "--check")
     assert result.returncode == 1, result.stdout + result.stderr
@@ -153,9 +156,12 @@ def test_worker_check_reports_each_part_that_is_not_ready(
         "kms": "FAIL",
         "buckets": "FAIL",
         "cache": "ok",
+        "chroma": "FAIL",
         "adapters": "ok",
     }, result.stdout
     assert "erasure-no-such-bucket" in result.stdout
+    assert "chromadb is not installed" in result.stdout
+    assert "no store for chroma_memory" in result.stdout  # left out of the plan, not planned and failing
 
 
 @pytest.mark.parametrize(
