@@ -18,7 +18,7 @@ from stores.identity import session_ref, token_digest
 from stores.presence import presence
 from stores.redaction import sensitive
 from stores.request_record import CiphertextSample
-from workflows.contracts import Activities, BeginResult, FinishInput, HoldStatus, StateChange, StepInput
+from workflows.contracts import Activities, BeginResult, DueChange, FinishInput, HoldStatus, StateChange, StepInput
 
 log = structlog.get_logger("activities.request")
 CANARY_COUNT = 5
@@ -125,6 +125,14 @@ class RequestActivities(PlatformActivities):
     def set_request_state(self, inp: StateChange) -> None:
         at = datetime.fromisoformat(inp.at) if inp.at else datetime.now(UTC)
         self.platform.requests.set_state(inp.request_id, inp.state, at)
+        if inp.state in ("denied", "cancelled"):  # never run: the raw user id and contact are not kept
+            self.platform.requests.forget_user_id(inp.request_id)
+            self.platform.requests.forget_contact(inp.request_id)
+
+    @activity.defn(name=Activities.SET_DUE)
+    @translate_errors
+    def set_request_due(self, inp: DueChange) -> None:
+        self.platform.requests.set_due(inp.request_id, datetime.fromisoformat(inp.due_at))
 
     @activity.defn(name=Activities.FINISH)
     @translate_errors
@@ -133,6 +141,8 @@ class RequestActivities(PlatformActivities):
         completed = datetime.fromisoformat(inp.completed_at)
         requests = self.platform.requests
         requests.set_state(inp.request_id, inp.status, completed)
+        if inp.status != "completed":  # the subject's notice is sent for a completed erasure only
+            requests.forget_contact(inp.request_id)
         if inp.status != "failed":
             shredded = requests.record(inp.request_id).keys_shredded_at
             self.platform.ledger.record_erasure(
@@ -170,4 +180,4 @@ class RequestActivities(PlatformActivities):
             count("erasure_requests_finished", "erasure requests by final status", status=inp.status)
 
     def activities(self) -> list[Callable[..., Any]]:
-        return [self.begin_request, self.hold_active, self.set_request_state, self.finish_request]
+        return [self.begin_request, self.hold_active, self.set_request_state, self.set_request_due, self.finish_request]

@@ -47,6 +47,10 @@ class PlatformConfig:
     pool_timeout: float = 5.0
     cache_url: str | None = None  # the Redis-protocol response cache; None: the platform has none
     chroma_path: str | None = None  # the Chroma memory backend's directory; None: the platform has none
+    webhook_urls: tuple[str, ...] = ()  # console-filed requests: signed webhooks on every state change
+    webhook_secret: bytes = b""
+    smtp_url: str | None = None  # the data subject's notice on completion; None: not sent
+    mail_from: str = "privacy@localhost"
 
 
 class Platform:

@@ -26,10 +26,10 @@ from stores.errors import CiphertextInvalid, RequestNotFound
 from stores.identity import derived_key
 from stores.request_record import LateSweepNote, RequestRecord
 
-ACTIVE_STATES = ("received", "running", "on_hold")
+ACTIVE_STATES = ("received", "pending_approval", "approved", "running", "on_hold")
 _SEALED_TEXT = "sealed:v1:"
 _TEXT_AAD = b"free-text\x00"
-FINAL_STATES = ("completed", "verification_failed", "failed", "refused")
+FINAL_STATES = ("completed", "verification_failed", "failed", "refused", "denied", "cancelled")
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,8 @@ class RequestStore:
             row = conn.execute(
                 "INSERT INTO erasure_requests (request_id, subject_key, app_name, user_id_sealed, state, "
                 "received_at, due_at, requested_by, reason) VALUES (%s, %s, %s, %s, 'received', %s, %s, %s, %s) "
-                "ON CONFLICT (subject_key) WHERE state IN ('received', 'running', 'on_hold') DO NOTHING "
+                "ON CONFLICT (subject_key) "
+                "WHERE state IN ('received', 'pending_approval', 'approved', 'running', 'on_hold') DO NOTHING "
                 "RETURNING request_id",
                 (
                     request_id,
@@ -239,6 +240,29 @@ class RequestStore:
                 "WHERE request_id = %s",
                 (state, state, at, state, list(FINAL_STATES), at, request_id),
             )
+
+    def set_contact(self, request_id: str, contact: str) -> None:
+        """The data subject's contact address for the completion notice, sealed like the raw user id."""
+        with self._pool.connection() as conn:
+            conn.execute(
+                "UPDATE erasure_requests SET contact_sealed = %s WHERE request_id = %s",
+                (self.seal_text(f"{request_id}:contact", contact), request_id),
+            )
+
+    def contact(self, request_id: str) -> str | None:
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT contact_sealed FROM erasure_requests WHERE request_id = %s", (request_id,)
+            ).fetchone()
+        return self.open_text(f"{request_id}:contact", row[0]) if row and row[0] else None
+
+    def forget_contact(self, request_id: str) -> None:
+        with self._pool.connection() as conn:
+            conn.execute("UPDATE erasure_requests SET contact_sealed = NULL WHERE request_id = %s", (request_id,))
+
+    def set_due(self, request_id: str, due_at: datetime) -> None:
+        with self._pool.connection() as conn:
+            conn.execute("UPDATE erasure_requests SET due_at = %s WHERE request_id = %s", (due_at, request_id))
 
     def record(self, request_id: str) -> RequestRecord:
         """The request's recorded state (typed; see ``stores.request_record``)."""

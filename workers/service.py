@@ -21,6 +21,7 @@ from workers.settings import Settings
 from workflows.contracts import (
     ERASURE_WORKFLOW,
     FENCE_CHECK,
+    ApprovalPolicy,
     ErasureInput,
     PlanStep,
     Progress,
@@ -104,6 +105,8 @@ async def file_request(
     requested_by: str | None = None,
     due: str | None = None,
     ingestion_delay_seconds: int | None = None,
+    approval: ApprovalPolicy | None = None,
+    contact: str | None = None,
 ) -> Filed:
     received = datetime.now(UTC)
     due_at = parse_due(due, received, settings)
@@ -121,6 +124,8 @@ async def file_request(
     plan = [PlanStep(p.name, list(p.after), p.batched) for p in platform.adapters.plan]
     if created:  # an attached request keeps the plan it was filed with
         platform.requests.merge_record(request_id, stores=[p.name for p in plan])
+        if contact:
+            platform.requests.set_contact(request_id, contact)
     row = platform.requests.get(request_id)
     delay = settings.ingestion_delay if ingestion_delay_seconds is None else ingestion_delay_seconds
     await client.start_workflow(
@@ -133,6 +138,8 @@ async def file_request(
             due_at=row.due_at.isoformat(),
             ingestion_delay_seconds=delay,
             plan=plan,
+            approval=approval,
+            notify=approval is not None,
         ),
         id=workflow_id(request_id),
         task_queue=settings.task_queue,

@@ -43,6 +43,8 @@ Port = Annotated[int, Field(ge=1, le=65535)]
 SECRET_FILES: dict[str, str] = {
     "database_url": "database_url_file",
     "cache_url": "cache_url_file",
+    "webhook_secret": "webhook_secret_file",
+    "smtp_url": "smtp_url_file",
     "subject_key_secret": "subject_key_secret_file",
     "signing_key": "signing_key_file",
     "payload_key": "payload_key_file",
@@ -185,6 +187,37 @@ class Settings(BaseSettings):
         "see the same files the platform writes). Empty: <state dir>/chroma in local mode when chromadb is "
         "installed, none in production; 'none': no Chroma backend.",
     )
+    oidc_issuer: str = Field(
+        default="",
+        description="OIDC issuer URL of the identity provider the console trusts (its discovery document and JWKS "
+        "are fetched from it). Empty: API tokens only.",
+    )
+    oidc_audience: str = Field(default="erasure-console", description="Audience the console's bearer JWTs must name.")
+    oidc_roles_claim: str = Field(
+        default="roles", description="JWT claim holding the caller's roles (requester, approver, auditor, admin)."
+    )
+    serve_port: Port = Field(default=8088, description="Port of 'erasure serve' (the compliance API).")
+    approval_waiting_seconds: int = Field(
+        default=0,
+        ge=0,
+        le=30 * 86400,
+        description="Seconds a console request waits after its approval, still cancellable, before it runs.",
+    )
+    webhook_urls: str = Field(
+        default="",
+        description="Comma-separated URLs told of every state change of a console-filed request (signed JSON).",
+    )
+    webhook_secret: SecretStr = Field(
+        default=SecretStr(""), description="HMAC-SHA256 key of the webhook signature (X-Erasure-Signature)."
+    )
+    webhook_secret_file: str = Field(default="", description=_file_help("webhook_secret"))
+    smtp_url: SecretStr = Field(
+        default=SecretStr(""),
+        description="smtp://[user:password@]host:port (or smtps://) for the data subject's completion notice. "
+        "Empty: no notice is sent (the contact address is deleted all the same).",
+    )
+    smtp_url_file: str = Field(default="", description=_file_help("smtp_url"))
+    mail_from: str = Field(default="privacy@localhost", description="From: address of the data subject's notice.")
     kms_key_id: str = Field(
         default="",
         description="KMS key that wraps per-user data keys. Empty: the key created by 'erasure stack up'.",

@@ -33,6 +33,7 @@ from activities.keys import KeyActivities
 from activities.late_sweep import LateSweepActivities
 from activities.logs import LogActivities
 from activities.memory import MemoryActivities
+from activities.notify import NotifyActivities
 from activities.request import RequestActivities
 from activities.sessions import SessionActivities
 from activities.store_steps import StoreStepActivities
@@ -95,6 +96,7 @@ def activity_objects(platform: Platform, signing_seed: bytes, adapters: AdapterR
         LateSweepActivities(platform),
         VerifierActivities(platform, adapters),
         ReceiptActivities(platform, signing_seed),
+        NotifyActivities(platform),
     ]
 
 

@@ -13,14 +13,17 @@ from temporalio import activity
 from workflows.contracts import (
     Activities,
     BeginResult,
+    DueChange,
     FinishInput,
     HoldStatus,
     ReceiptInput,
     ReceiptRef,
     StateChange,
+    StateEvent,
     StepInput,
     StepResult,
     StoreStepInput,
+    SubjectNotice,
     SweepStoresInput,
 )
 
@@ -41,6 +44,21 @@ def hold_active(inp: StepInput) -> HoldStatus:
 
 @activity.defn(name=Activities.SET_STATE)
 def set_request_state(inp: StateChange) -> None:
+    raise _declared_only()
+
+
+@activity.defn(name=Activities.SET_DUE)
+def set_request_due(inp: DueChange) -> None:
+    raise _declared_only()
+
+
+@activity.defn(name=Activities.WEBHOOK)
+def send_webhook(inp: StateEvent) -> int:
+    raise _declared_only()
+
+
+@activity.defn(name=Activities.NOTIFY_SUBJECT)
+def notify_subject(inp: SubjectNotice) -> bool:
     raise _declared_only()
 
 

@@ -45,6 +45,11 @@ class Activities:
     # the plan-driven saga: one activity per kind of store work, the store named in the input
     ERASE_STORE = "erase_store"
     SWEEP_STORES = "sweep_stores"
+    # approval (the compliance console): the due date moved once, with the request store told
+    SET_DUE = "set_request_due"
+    # notifications (console-filed requests): a signed webhook per state change, the subject's e-mail
+    WEBHOOK = "send_webhook"
+    NOTIFY_SUBJECT = "notify_subject"
 
 
 def store_activity_id(store: str) -> str:
@@ -83,6 +88,62 @@ class ErasureInput:
     #: the stores to erase, in order, fixed when the request was filed (``None``: a request filed before
     #: plans existed, which runs the built-in steps as recorded)
     plan: list[PlanStep] | None = None
+    #: filed through the console: wait for a second person's approval first (``None``: start at once)
+    approval: ApprovalPolicy | None = None
+    #: filed through the console: signed webhooks on every state change, and the e-mail to the subject
+    notify: bool = False
+
+
+@dataclass(frozen=True)
+class ApprovalPolicy:
+    """Four eyes: the saga waits in ``pending_approval`` until someone other than ``requester`` approves.
+
+    ``requester`` is a keyed digest of the requester's identity (``console.identity.actor_ref``): no staff
+    name or e-mail in the history. After approval it waits ``waiting_seconds`` more, still cancellable."""
+
+    requester: str
+    waiting_seconds: int = 0
+
+
+@dataclass(frozen=True)
+class Decision:
+    """An approver's or requester's decision on a pending request; ``actor`` is a keyed digest."""
+
+    actor: str
+
+
+@dataclass(frozen=True)
+class DueExtension:
+    """Move the due date once (GDPR Art. 12(3): by up to two further months); the reason goes to the audit
+    log, never into the history."""
+
+    actor: str
+    days: int
+
+
+@dataclass(frozen=True)
+class DueChange:
+    request_id: str
+    due_at: str  # ISO 8601, UTC
+
+
+@dataclass(frozen=True)
+class StateEvent:
+    """What a webhook says of a state change (PII-free: ids, the subject key, states, times)."""
+
+    request_id: str
+    subject_key: str
+    state: str
+    stage: str
+    at: str
+    due_at: str
+
+
+@dataclass(frozen=True)
+class SubjectNotice:
+    request_id: str
+    status: str
+    receipt_sha256: str
 
 
 @dataclass(frozen=True)
@@ -149,6 +210,8 @@ class Progress:
     due_at: str
     steps: list[StepProgress] = field(default_factory=list)
     on_hold: bool = False
+    approval: str = ""  # "", pending, approved, denied or cancelled
+    due_extended: bool = False
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,10 @@ with workflow.unsafe.imports_passed_through():
         STEPS,
         VERIFIER_WORKFLOW,
         Activities,
+        ApprovalPolicy,
+        Decision,
+        DueChange,
+        DueExtension,
         ErasureInput,
         ErasureResult,
         FinishInput,
@@ -54,10 +58,12 @@ with workflow.unsafe.imports_passed_through():
         ReceiptRef,
         SagaProgress,
         StateChange,
+        StateEvent,
         StepInput,
         StepProgress,
         StepResult,
         StoreStepInput,
+        SubjectNotice,
         SweepStoresInput,
         VerifyInput,
         VerifyResult,
@@ -124,6 +130,16 @@ SEQUENTIAL_STEPS = ("fence", "artifacts", "sessions", "memory", "logs", "keys")
 SIDE_BY_SIDE = (("artifacts",), ("sessions", "memory"), ("logs",))
 
 
+WEBHOOK_TIMEOUT = timedelta(seconds=30)
+#: a receiver that is away is retried with backoff for about an hour, then given up (the erasure goes on)
+WEBHOOK_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(minutes=10),
+    maximum_attempts=12,
+)
+
+
 def hold_recheck_interval(rechecks: int) -> timedelta:
     """How long to wait before re-reading the hold store, after ``rechecks`` re-checks in this hold."""
     return min(HOLD_RECHECK * (1 << min(rechecks, 16)), HOLD_RECHECK_MAX)
@@ -153,6 +169,13 @@ class ErasureWorkflow:
         self._completions = 0  # store steps finished so far in this run: a hold read is fresh for this epoch
         self._hold_read: asyncio.Task[None] | None = None
         self._hold_read_epoch = -1
+        self._approval: ApprovalPolicy | None = None  # filed through the console: four eyes first
+        self._decision = ""  # approved, denied or cancelled
+        self._due_extended = False
+        self._notify = False  # console-filed: a webhook per state change, the subject's e-mail at the end
+        self._notified_status = ""
+        self._subject_key = ""
+        self._notices: list[workflow.ActivityHandle[int]] = []
 
     # ----- queries and signals --------------------------------------------------------------------
 
@@ -165,12 +188,94 @@ class ErasureWorkflow:
             due_at=self._due_at,
             steps=list(self._steps.values()),
             on_hold=self._on_hold,
+            approval=self._decision or ("pending" if self._approval else ""),
+            due_extended=self._due_extended,
         )
 
     @workflow.signal
     def hold_changed(self) -> None:
         """A legal hold was placed or released for this subject: re-check before the next step."""
         self._hold_signals += 1
+
+    # ----- approval (updates: a refused one is rejected by its validator and writes no history) ------
+
+    def _must_be_pending(self) -> None:
+        if self._approval is None:
+            raise ValueError("this request was filed without approval")
+        if self._decision:
+            raise ValueError(f"this request is already {self._decision}")
+
+    @workflow.update
+    async def approve(self, decision: Decision) -> str:
+        self._decision = "approved"
+        return self._decision
+
+    @approve.validator
+    def _approve_allowed(self, decision: Decision) -> None:
+        self._must_be_pending()
+        assert self._approval is not None
+        if decision.actor == self._approval.requester:
+            raise ValueError("four eyes: the requester cannot approve their own request")
+
+    @workflow.update
+    async def deny(self, decision: Decision) -> str:
+        self._decision = "denied"
+        return self._decision
+
+    @deny.validator
+    def _deny_allowed(self, decision: Decision) -> None:
+        self._must_be_pending()
+
+    @workflow.update
+    async def cancel(self, decision: Decision) -> str:
+        self._decision = "cancelled"
+        return self._decision
+
+    @cancel.validator
+    def _cancel_allowed(self, decision: Decision) -> None:
+        if self._approval is None:
+            raise ValueError("this request was filed without approval")
+        if self._decision not in ("", "approved") or self._stage not in ("pending_approval", "waiting_period"):
+            raise ValueError("only a request waiting for approval or in its waiting period can be cancelled")
+
+    @workflow.update
+    async def extend_due(self, extension: DueExtension) -> str:
+        due = datetime.fromisoformat(self._due_at) + timedelta(days=extension.days)
+        self._due_extended = True
+        self._due_at = due.isoformat()
+        workflow.upsert_search_attributes([ERASURE_DUE_DATE.value_set(due)])
+        await quick(refs.set_request_due, DueChange(self._request_id, self._due_at))
+        return self._due_at
+
+    @extend_due.validator
+    def _extension_allowed(self, extension: DueExtension) -> None:
+        if self._due_extended:
+            raise ValueError("the due date was already extended once")
+        if not 1 <= extension.days <= 61:
+            raise ValueError("an extension is 1 to 61 days (two further months at most)")
+        if self._status in ("completed", "verification_failed", "failed", "denied", "cancelled"):
+            raise ValueError(f"this request is {self._status}")
+
+    async def _approval_gate(self, inp: ErasureInput) -> ErasureResult | None:
+        """Wait for a decision (and the waiting period); the result when the request ends here."""
+        assert inp.approval is not None
+        self._approval = inp.approval
+        self._set_status("pending_approval", "pending_approval")
+        await self._record_state(inp.request_id, "pending_approval")
+        await workflow.wait_condition(lambda: bool(self._decision))
+        if self._decision == "approved" and inp.approval.waiting_seconds > 0:
+            self._set_status("approved", "waiting_period")
+            await self._record_state(inp.request_id, "approved")
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(
+                    lambda: self._decision == "cancelled", timeout=timedelta(seconds=inp.approval.waiting_seconds)
+                )
+        if self._decision == "approved":
+            return None
+        self._set_status(self._decision, self._decision)
+        await self._record_state(inp.request_id, self._decision)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return ErasureResult(inp.request_id, inp.subject_key, self._decision)
 
     # ----- helpers --------------------------------------------------------------------------------
 
@@ -181,6 +286,22 @@ class ErasureWorkflow:
         workflow.upsert_search_attributes(
             [ERASURE_STATUS.value_set(self._status), ERASURE_STAGE.value_set(self._stage)]
         )
+        if self._notify and status != self._notified_status:
+            self._notified_status = status
+            event = StateEvent(
+                self._request_id, self._subject_key, status, self._stage, workflow.now().isoformat(), self._due_at
+            )
+            self._notices.append(
+                workflow.start_activity(
+                    refs.send_webhook, event, start_to_close_timeout=WEBHOOK_TIMEOUT, retry_policy=WEBHOOK_RETRY
+                )
+            )
+
+    async def _drain_notices(self) -> None:
+        """Wait for the webhooks started so far; one that failed for good is given up, never the erasure."""
+        if self._notices:
+            await asyncio.gather(*self._notices, return_exceptions=True)
+            self._notices.clear()
 
     def _mark(self, name: str, state: str, counts: dict[str, int] | None = None) -> None:
         step = self._steps[name]
@@ -422,10 +543,23 @@ class ErasureWorkflow:
 
     @workflow.run
     async def run(self, inp: ErasureInput) -> ErasureResult:
+        self._notify, self._subject_key = inp.notify, inp.subject_key
+        try:
+            return await self._run(inp)
+        finally:
+            await self._drain_notices()  # before a result, a failure or a continue-as-new
+
+    async def _run(self, inp: ErasureInput) -> ErasureResult:
         self._request_id = inp.request_id
         self._due_at = inp.due_at
         workflow.upsert_search_attributes([ERASURE_DUE_DATE.value_set(datetime.fromisoformat(inp.due_at))])
         step = StepInput(inp.request_id, inp.subject_key, inp.app_name)
+        if inp.approval is not None and inp.resume is None:  # nothing destructive before a second person says so
+            ended = await self._approval_gate(inp)
+            if ended is not None:
+                return ended
+        elif inp.approval is not None:
+            self._approval, self._decision = inp.approval, "approved"
         if inp.plan is not None:  # filed with a plan: its stores, no patch markers (none of its code is old)
             self._plan = list(inp.plan)
             self._steps = {name: StepProgress(name) for name in plan_step_names(self._plan)}
@@ -528,7 +662,18 @@ class ErasureWorkflow:
         self._set_status(status, "lift_fence")
         await self._lift_fence_step(step)
         self._set_status(status, "receipt")
-        return await self._receipt(inp, status, now, verifications)
+        ref = await self._receipt(inp, status, now, verifications)
+        if inp.notify and status == "completed":
+            try:  # at least once; a mail server that stays away is given up, the erasure stands
+                await workflow.execute_activity(
+                    refs.notify_subject,
+                    SubjectNotice(inp.request_id, status, ref.sha256),
+                    start_to_close_timeout=WEBHOOK_TIMEOUT,
+                    retry_policy=WEBHOOK_RETRY,
+                )
+            except ActivityError:
+                workflow.logger.warning("the data subject's notice was not sent")
+        return ref
 
     async def _receipt(self, inp: ErasureInput, status: str, now: str, verifications: list[VerifyResult]) -> ReceiptRef:
         ref = await quick(

@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.integration]
 
 ROOT = Path(__file__).resolve().parents[2]
 #: what the Dockerfile copies before ``pip install .``
-SOURCES = ("pyproject.toml", "README.md", "workflows", "activities", "workers", "stores", "verifier")
+SOURCES = ("pyproject.toml", "README.md", "workflows", "activities", "workers", "stores", "verifier", "console")
 PARTS = ("postgres", "temporal", "kms", "buckets", "cache", "adapters")
 
 

@@ -1,0 +1,112 @@
+"""Notifications of console-filed requests: signed webhooks on every state change, the subject's e-mail.
+
+A webhook is a JSON ``StateEvent`` (ids, subject key, state, stage, times: PII-free) POSTed to every
+configured URL with ``X-Erasure-Timestamp`` and ``X-Erasure-Signature: v1=<hex>``, the HMAC-SHA256 under
+the webhook secret of ``<timestamp>.<body>`` (a receiver recomputes it and rejects old timestamps). A
+receiver that does not answer 2xx fails the activity, which Temporal retries with backoff; the URLs
+already told are carried in the heartbeat, so a retry does not tell them twice.
+
+The e-mail goes to the contact address given at filing (sealed in the request store like the raw user
+id), through SMTP, once the erasure completed; the address is deleted right after. A crash between
+sending and deleting sends it again on retry (at least once).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import smtplib
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from email.message import EmailMessage
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import structlog
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from stores.platform import Platform
+from workflows.contracts import Activities, StateEvent, SubjectNotice
+
+log = structlog.get_logger("activities.notify")
+
+
+def signature(secret: bytes, timestamp: str, body: bytes) -> str:
+    return "v1=" + hmac.new(secret, timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+
+
+class NotifyActivities:
+    def __init__(self, platform: Platform) -> None:
+        self.platform = platform
+
+    @activity.defn(name=Activities.WEBHOOK)
+    def send_webhook(self, event: StateEvent) -> int:
+        config = self.platform.config
+        details = activity.info().heartbeat_details
+        told: list[str] = list(details[0]) if details else []
+        body = json.dumps({"type": "erasure.state_changed", **asdict(event)}, sort_keys=True).encode()
+        for url in config.webhook_urls:
+            if url in told:
+                continue
+            timestamp = str(int(time.time()))
+            headers = {
+                "Content-Type": "application/json",
+                "X-Erasure-Timestamp": timestamp,
+                "X-Erasure-Signature": signature(config.webhook_secret, timestamp, body),
+                "X-Erasure-Event": f"{event.request_id}:{event.state}",
+            }
+            host = urlsplit(url).netloc
+            try:
+                reply = httpx.post(url, content=body, headers=headers, timeout=10.0)
+            except httpx.HTTPError as exc:
+                raise ApplicationError(f"webhook {host} not reached ({type(exc).__name__})") from None
+            if not 200 <= reply.status_code < 300:
+                raise ApplicationError(f"webhook {host} answered {reply.status_code}")
+            told.append(url)
+            activity.heartbeat(told)
+        return len(told)
+
+    @activity.defn(name=Activities.NOTIFY_SUBJECT)
+    def notify_subject(self, notice: SubjectNotice) -> bool:
+        requests = self.platform.requests
+        contact = requests.contact(notice.request_id)
+        if contact is None:
+            return False
+        config = self.platform.config
+        if config.smtp_url:
+            row = requests.get(notice.request_id)
+            message = EmailMessage()
+            message["From"] = config.mail_from
+            message["To"] = contact
+            message["Subject"] = "Your erasure request is complete"
+            message.set_content(
+                f"We have erased the personal data we held about you in {row.app_name}, and checked every store "
+                f"afterwards.\n\nReference: {notice.request_id}\nReceipt fingerprint (SHA-256): "
+                f"{notice.receipt_sha256}\n\nThis address is deleted now that this message is sent.\n"
+            )
+            _smtp_send(config.smtp_url, message)
+        else:
+            log.warning("subject_notice_not_sent", reason="no SMTP server configured")
+        requests.forget_contact(notice.request_id)
+        return bool(config.smtp_url)
+
+    def activities(self) -> list[Callable[..., Any]]:
+        return [self.send_webhook, self.notify_subject]
+
+
+def _smtp_send(url: str, message: EmailMessage) -> None:
+    """``smtp://host:port`` (or ``smtps://``; user and password in the URL's userinfo, optional)."""
+    parts = urlsplit(url)
+    host, port = parts.hostname or "localhost", parts.port or (465 if parts.scheme == "smtps" else 25)
+    factory = smtplib.SMTP_SSL if parts.scheme == "smtps" else smtplib.SMTP
+    try:
+        with factory(host, port, timeout=10) as smtp:
+            if parts.username:
+                smtp.login(parts.username, parts.password or "")
+            smtp.send_message(message)
+    except (OSError, smtplib.SMTPException) as exc:
+        raise ApplicationError(f"mail server {host}:{port} refused or unreachable ({type(exc).__name__})") from None

@@ -1,0 +1,403 @@
+"""``erasure serve``: the JSON API of the compliance console (FastAPI, served by uvicorn).
+
+Every route declares the permission it needs (``require``); a route without one is refused by the
+deny-by-default check at start (``assert_every_route_guarded``), so a new route cannot be public by
+mistake. Callers authenticate with an OIDC bearer JWT (``console.oidc``) or an API token
+(``console.tokens``). Roles, from the token's roles claim:
+
+============  ==========================================================================================
+requester     file requests; read and cancel their own
+approver      read every request and receipt; approve (not their own), deny, cancel, extend the due date
+auditor       read every request, receipt and the audit log
+admin         API tokens and legal holds; read the audit log
+============  ==========================================================================================
+
+Approvals go to the request's workflow as Temporal *updates* whose validators refuse what the rules forbid
+(the requester approving their own request, a second extension, a decision on a decided request): a
+refused update is answered ``409`` and writes nothing to the workflow history. Every action is appended
+to the audit log with who, when, what and the request id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.routing import APIRoute
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, Field
+from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.service import RPCError
+
+from console.audit import AuditLog
+from console.identity import Principal, actor_ref
+from console.oidc import InvalidToken, OidcVerifier
+from console.tokens import TokenError, TokenStore
+from stores.errors import RequestNotFound
+from stores.platform import Platform
+from stores.requests import ACTIVE_STATES, ErasureRequestRow
+from workers.service import RequestRefused, days_left, file_request, progress, signal_hold_change, ui_link
+from workers.settings import Settings
+from workflows.contracts import ApprovalPolicy, Decision, DueExtension, workflow_id
+from workflows.erasure import ErasureWorkflow
+
+PERMISSIONS: dict[str, frozenset[str]] = {
+    "self": frozenset({"requester", "approver", "auditor", "admin"}),
+    "requests:file": frozenset({"requester"}),
+    "requests:read": frozenset({"requester", "approver", "auditor", "admin"}),  # requesters: their own
+    "requests:decide": frozenset({"approver"}),
+    "requests:cancel": frozenset({"requester", "approver"}),  # requesters: their own
+    "requests:extend": frozenset({"approver"}),
+    "receipts:read": frozenset({"requester", "approver", "auditor"}),  # requesters: their own
+    "audit:read": frozenset({"auditor", "admin"}),
+    "holds:manage": frozenset({"admin"}),
+    "tokens:manage": frozenset({"admin"}),
+}
+PUBLIC_PATHS = frozenset({"/healthz", "/openapi.json"})
+_GUARD = "__erasure_permission__"
+
+
+@dataclass
+class Console:
+    """What the routes use: the platform's request store, Temporal, the verifiers and the audit log."""
+
+    settings: Settings
+    platform: Platform
+    client: Client
+    oidc: OidcVerifier | None
+    tokens: TokenStore
+    audit: AuditLog
+    actor_secret: bytes
+    receipt_public_key: Any  # Ed25519PublicKey
+    waiting_seconds: int = 0
+
+
+# ----- authentication and permissions -------------------------------------------------------------------
+
+
+def _console(request: Request) -> Console:
+    console: Console = request.app.state.console
+    return console
+
+
+_BEARER = HTTPBearer(auto_error=False, description="an OIDC access token (JWT) or an API token (et_...)")
+
+
+def authenticate(
+    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)]
+) -> Principal:
+    if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
+        raise HTTPException(401, "a bearer token is required", headers={"WWW-Authenticate": "Bearer"})
+    credential = credentials.credentials
+    console = _console(request)
+    if credential.startswith("et_"):
+        principal = console.tokens.authenticate(credential)
+        if principal is None:
+            raise HTTPException(401, "unknown or revoked API token", headers={"WWW-Authenticate": "Bearer"})
+        return principal
+    if console.oidc is None:
+        raise HTTPException(401, "no identity provider is configured", headers={"WWW-Authenticate": "Bearer"})
+    try:
+        return console.oidc.verify(credential)
+    except InvalidToken as exc:
+        raise HTTPException(401, str(exc), headers={"WWW-Authenticate": 'Bearer error="invalid_token"'}) from None
+
+
+def require(permission: str) -> Callable[..., Principal]:
+    allowed = PERMISSIONS[permission]
+
+    def guard(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
+        if not principal.roles & allowed:
+            raise HTTPException(403, f"needs one of the roles: {', '.join(sorted(allowed))}")
+        return principal
+
+    setattr(guard, _GUARD, permission)
+    return guard
+
+
+def route_permission(route: APIRoute) -> str | None:
+    for dep in route.dependant.dependencies:
+        permission = getattr(dep.call, _GUARD, None)
+        if permission:
+            return str(permission)
+    return None
+
+
+def assert_every_route_guarded(app: FastAPI) -> None:
+    """Deny by default: a route that declares no permission and is not public stops the app at start."""
+    for route in app.routes:
+        if isinstance(route, APIRoute) and route.path not in PUBLIC_PATHS and route_permission(route) is None:
+            raise RuntimeError(f"route {route.path} declares no permission")
+
+
+# ----- bodies --------------------------------------------------------------------------------------
+
+
+class NewRequest(BaseModel):
+    app_name: str = Field(min_length=1, max_length=128)
+    user_id: str = Field(min_length=1, max_length=256, description="the data subject's id, exactly as stored")
+    reason: str | None = Field(default=None, max_length=500)
+    due: str | None = Field(default=None, description="YYYY-MM-DD; default: the legal deadline")
+    contact_email: str | None = Field(
+        default=None,
+        max_length=254,
+        pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$",
+        description="where to tell the data subject the erasure is complete (sealed; deleted once sent)",
+    )
+
+
+class Extension(BaseModel):
+    days: int = Field(ge=1, le=61)
+    reason: str = Field(min_length=3, max_length=500)
+
+
+class Reason(BaseModel):
+    reason: str = Field(default="", max_length=500)
+
+
+class HoldBody(BaseModel):
+    reason: str = Field(min_length=3, max_length=500)
+
+
+class NewToken(BaseModel):
+    name: str = Field(min_length=1, max_length=100)
+    roles: list[str] = Field(min_length=1)
+
+
+# ----- helpers -------------------------------------------------------------------------------------
+
+
+def _row(console: Console, request_id: str, principal: Principal) -> ErasureRequestRow:
+    try:
+        row = console.platform.requests.get(request_id)
+    except RequestNotFound:
+        raise HTTPException(404, "no such request") from None
+    if not (principal.roles - {"requester"}):  # a requester alone sees their own requests only
+        _reason, by = console.platform.requests.requested(row)
+        if by != principal.subject:
+            raise HTTPException(404, "no such request")
+    return row
+
+
+def _summary(console: Console, row: ErasureRequestRow) -> dict[str, Any]:
+    return {
+        "request_id": row.request_id,
+        "subject_key": row.subject_key,
+        "app_name": row.app_name,
+        "state": row.state,
+        "received_at": row.received_at.isoformat(),
+        "due_at": row.due_at.isoformat(),
+        "completed_at": row.completed_at.isoformat() if row.completed_at else None,
+        "days_left": days_left(row) if row.state in ACTIVE_STATES else None,
+        "temporal_ui": ui_link(console.settings, row.request_id),
+    }
+
+
+async def _update(console: Console, request_id: str, update: Any, arg: Any) -> str:
+    """Run one of the workflow's approval updates; a refusal (its validator) becomes ``409`` with its reason."""
+    h = console.client.get_workflow_handle(workflow_id(request_id))
+    try:
+        return str(await h.execute_update(update, arg))
+    except WorkflowUpdateFailedError as exc:
+        cause = exc.cause
+        raise HTTPException(409, str(getattr(cause, "message", "") or cause or exc)) from None
+    except RPCError as exc:
+        raise HTTPException(409, f"the request's workflow did not take it: {exc.status.name}") from None
+
+
+def _entry(e: Any) -> dict[str, Any]:
+    out = asdict(e)
+    out["at"] = e.at.isoformat()
+    return out
+
+
+# ----- the app -------------------------------------------------------------------------------------
+
+
+def create_app(console: Console) -> FastAPI:
+    app = FastAPI(
+        title="Erasure orchestrator: compliance API",
+        version="1",
+        description="File, approve and prove erasure requests. Every route needs a bearer token (OIDC JWT or "
+        "API token) and a role; see the README's 'Compliance console' section.",
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.console = console
+    Self = Annotated[Principal, Depends(require("self"))]
+    Files = Annotated[Principal, Depends(require("requests:file"))]
+    Reads = Annotated[Principal, Depends(require("requests:read"))]
+    Decides = Annotated[Principal, Depends(require("requests:decide"))]
+    Cancels = Annotated[Principal, Depends(require("requests:cancel"))]
+    Extends = Annotated[Principal, Depends(require("requests:extend"))]
+    Receipts = Annotated[Principal, Depends(require("receipts:read"))]
+    Audits = Annotated[Principal, Depends(require("audit:read"))]
+    Holds = Annotated[Principal, Depends(require("holds:manage"))]
+    Tokens = Annotated[Principal, Depends(require("tokens:manage"))]
+
+    def actor(p: Principal) -> str:
+        return actor_ref(console.actor_secret, p.subject)
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/api/me")
+    async def me(p: Self) -> dict[str, Any]:
+        return {"subject": p.subject, "roles": sorted(p.roles), "via": p.via, "name": p.name}
+
+    @app.get("/api/requests")
+    async def list_requests(p: Reads, state: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        rows = await asyncio.to_thread(console.platform.requests.list_requests, state, min(max(limit, 1), 500))
+        if not (p.roles - {"requester"}):
+            rows = [r for r in rows if console.platform.requests.requested(r)[1] == p.subject]
+        return [_summary(console, r) for r in rows]
+
+    @app.post("/api/requests", status_code=201)
+    async def new_request(body: NewRequest, p: Files) -> dict[str, Any]:
+        try:
+            filed = await file_request(
+                console.client,
+                console.platform,
+                console.settings,
+                app_name=body.app_name,
+                user_id=body.user_id,
+                reason=body.reason,
+                requested_by=p.subject,
+                due=body.due,
+                approval=ApprovalPolicy(actor(p), console.waiting_seconds),
+                contact=body.contact_email,
+            )
+        except RequestRefused as exc:
+            raise HTTPException(422, str(exc)) from None
+        if not filed.attached:
+            console.audit.append(p.subject, "filed", filed.request_id, {"subject_key": filed.subject_key})
+        return {
+            "request_id": filed.request_id,
+            "subject_key": filed.subject_key,
+            "attached": filed.attached,
+            "due_at": filed.due_at.isoformat(),
+        }
+
+    @app.get("/api/requests/{request_id}")
+    async def get_request(request_id: str, p: Reads) -> dict[str, Any]:
+        row = _row(console, request_id, p)
+        out = _summary(console, row)
+        found = await progress(console.client, request_id)
+        out["progress"] = asdict(found) if found else None
+        out["audit"] = [_entry(e) for e in console.audit.entries(request_id)]
+        return out
+
+    @app.post("/api/requests/{request_id}/approve")
+    async def approve(request_id: str, p: Decides, body: Reason | None = None) -> dict[str, str]:
+        _row(console, request_id, p)
+        decision = await _update(console, request_id, ErasureWorkflow.approve, Decision(actor(p)))
+        console.audit.append(p.subject, "approved", request_id, {"reason": body.reason if body else ""})
+        return {"decision": decision}
+
+    @app.post("/api/requests/{request_id}/deny")
+    async def deny(request_id: str, body: Reason, p: Decides) -> dict[str, str]:
+        _row(console, request_id, p)
+        decision = await _update(console, request_id, ErasureWorkflow.deny, Decision(actor(p)))
+        console.audit.append(p.subject, "denied", request_id, {"reason": body.reason})
+        return {"decision": decision}
+
+    @app.post("/api/requests/{request_id}/cancel")
+    async def cancel(request_id: str, body: Reason, p: Cancels) -> dict[str, str]:
+        _row(console, request_id, p)
+        decision = await _update(console, request_id, ErasureWorkflow.cancel, Decision(actor(p)))
+        console.audit.append(p.subject, "cancelled", request_id, {"reason": body.reason})
+        return {"decision": decision}
+
+    @app.post("/api/requests/{request_id}/extend")
+    async def extend(request_id: str, body: Extension, p: Extends) -> dict[str, str]:
+        _row(console, request_id, p)
+        due = await _update(console, request_id, ErasureWorkflow.extend_due, DueExtension(actor(p), body.days))
+        detail = {"days": body.days, "reason": body.reason, "due_at": due}
+        console.audit.append(p.subject, "extended", request_id, detail)
+        return {"due_at": due}
+
+    @app.get("/api/requests/{request_id}/receipt")
+    async def receipt(request_id: str, p: Receipts) -> dict[str, Any]:
+        from verifier.receipt import verify
+        from verifier.receipt_activity import load_receipt
+
+        row = _row(console, request_id, p)
+        document = await asyncio.to_thread(load_receipt, console.platform, row.request_id)
+        if document is None:
+            raise HTTPException(404, "no receipt yet")
+        try:
+            body = verify(document, console.receipt_public_key)
+            valid, why = True, ""
+        except Exception as exc:  # a receipt that does not verify is shown as such, never as valid
+            body, valid, why = None, False, type(exc).__name__
+        console.audit.append(p.subject, "receipt_downloaded", request_id, {"signature_valid": valid})
+        return {"signature_valid": valid, "why": why, "body": body, "document": document}
+
+    @app.get("/api/audit")
+    async def audit(p: Audits, request_id: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
+        return [_entry(e) for e in console.audit.entries(request_id, min(max(limit, 1), 5000))]
+
+    @app.get("/api/audit/verify")
+    async def audit_verify(p: Audits) -> dict[str, Any]:
+        return asdict(await asyncio.to_thread(console.audit.verify))
+
+    async def _hold(request_id: str, p: Principal, body: HoldBody, place: bool) -> dict[str, Any]:
+        row = _row(console, request_id, p)
+        requests = console.platform.requests
+        if place:
+            changed = requests.place_hold(row.subject_key, row.app_name, body.reason, p.subject)
+        else:
+            changed = requests.release_hold(row.subject_key, body.reason, p.subject)
+        if changed:
+            action = "hold_placed" if place else "hold_released"
+            console.audit.append(p.subject, action, request_id, {"subject_key": row.subject_key, "reason": body.reason})
+            await signal_hold_change(console.client, console.platform, row.subject_key)
+        return {"changed": changed}
+
+    @app.post("/api/requests/{request_id}/hold")
+    async def place_hold(request_id: str, body: HoldBody, p: Holds) -> dict[str, Any]:
+        return await _hold(request_id, p, body, True)
+
+    @app.post("/api/requests/{request_id}/release")
+    async def release_hold(request_id: str, body: HoldBody, p: Holds) -> dict[str, Any]:
+        return await _hold(request_id, p, body, False)
+
+    @app.get("/api/tokens")
+    async def list_tokens(p: Tokens) -> list[dict[str, Any]]:
+        return [_token(t) for t in console.tokens.list()]
+
+    @app.post("/api/tokens", status_code=201)
+    async def create_token(body: NewToken, p: Tokens) -> dict[str, Any]:
+        try:
+            info, token = console.tokens.create(body.name, body.roles, p.subject)
+        except TokenError as exc:
+            raise HTTPException(422, str(exc)) from None
+        console.audit.append(p.subject, "token_created", None, {"token_id": info.token_id, "roles": info.roles})
+        return {**_token(info), "token": token}
+
+    @app.delete("/api/tokens/{token_id}")
+    async def revoke_token(token_id: str, p: Tokens) -> dict[str, Any]:
+        try:
+            info = console.tokens.revoke(token_id)
+        except TokenError as exc:
+            raise HTTPException(404, str(exc)) from None
+        console.audit.append(p.subject, "token_revoked", None, {"token_id": token_id})
+        return _token(info)
+
+    assert_every_route_guarded(app)
+    return app
+
+
+def _token(info: Any) -> dict[str, Any]:
+    return {
+        "token_id": info.token_id,
+        "name": info.name,
+        "roles": info.roles,
+        "created_by": info.created_by,
+        "created_at": info.created_at.isoformat(),
+        "revoked_at": info.revoked_at.isoformat() if info.revoked_at else None,
+    }

@@ -1,0 +1,87 @@
+"""API tokens for machine integrations: shown once, stored as a SHA-256 hash, scoped to roles, revocable.
+
+A token reads ``et_<token id>_<secret>``; the database holds ``sha256(token)`` only, so a copy of the table
+lets nobody call the API. Lookups are by the hash's unique index.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from psycopg_pool import ConnectionPool
+
+from console.identity import ROLES, Principal
+
+
+class TokenError(ValueError):
+    """A token request that cannot be done (unknown role, unknown token): nothing was changed."""
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    token_id: str
+    name: str
+    roles: list[str]
+    created_by: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+def _hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class TokenStore:
+    def __init__(self, pool: ConnectionPool) -> None:
+        self._pool = pool
+
+    def create(self, name: str, roles: list[str], created_by: str) -> tuple[TokenInfo, str]:
+        """A new token: its record and the token itself (shown once, never stored)."""
+        unknown = sorted(set(roles) - set(ROLES))
+        if unknown or not roles:
+            raise TokenError(f"roles must be some of {', '.join(ROLES)} (got {', '.join(unknown) or 'none'})")
+        if not name.strip() or len(name) > 100:
+            raise TokenError("a token needs a name of 1-100 characters")
+        token_id = secrets.token_hex(6)
+        token = f"et_{token_id}_{secrets.token_urlsafe(32)}"
+        now = datetime.now(UTC)
+        with self._pool.connection() as conn:
+            conn.execute(
+                "INSERT INTO api_tokens (token_id, name, token_hash, roles, created_by, created_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s)",
+                (token_id, name, _hash(token), sorted(set(roles)), created_by, now),
+            )
+        return TokenInfo(token_id, name, sorted(set(roles)), created_by, now, None), token
+
+    def authenticate(self, token: str) -> Principal | None:
+        if not token.startswith("et_"):
+            return None
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT token_id, name, roles FROM api_tokens WHERE token_hash = %s AND revoked_at IS NULL",
+                (_hash(token),),
+            ).fetchone()
+        if row is None:
+            return None
+        return Principal(f"token:{row[0]}", frozenset(row[2]), "token", str(row[1]))
+
+    def list(self) -> list[TokenInfo]:
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT token_id, name, roles, created_by, created_at, revoked_at FROM api_tokens ORDER BY created_at"
+            ).fetchall()
+        return [TokenInfo(r[0], r[1], list(r[2]), r[3], r[4], r[5]) for r in rows]
+
+    def revoke(self, token_id: str) -> TokenInfo:
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, %s) WHERE token_id = %s "
+                "RETURNING token_id, name, roles, created_by, created_at, revoked_at",
+                (datetime.now(UTC), token_id),
+            ).fetchone()
+        if row is None:
+            raise TokenError(f"no token {token_id!r}")
+        return TokenInfo(row[0], row[1], list(row[2]), row[3], row[4], row[5])

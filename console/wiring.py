@@ -1,0 +1,33 @@
+"""Build the console from settings: the OIDC verifier, the token store, the audit log, the receipt key."""
+
+from __future__ import annotations
+
+from temporalio.client import Client
+
+from console.app import Console
+from console.audit import AuditLog
+from console.oidc import OidcVerifier
+from console.tokens import TokenStore
+from stores.platform import Platform
+from verifier.receipt import signing_key
+from workers.local_secrets import Secrets
+from workers.settings import Settings
+
+
+def build_console(settings: Settings, secrets: Secrets, platform: Platform, client: Client) -> Console:
+    oidc = (
+        OidcVerifier(settings.oidc_issuer, settings.oidc_audience, roles_claim=settings.oidc_roles_claim)
+        if settings.oidc_issuer
+        else None
+    )
+    return Console(
+        settings=settings,
+        platform=platform,
+        client=client,
+        oidc=oidc,
+        tokens=TokenStore(platform.pool),
+        audit=AuditLog(platform.pool),
+        actor_secret=secrets.subject_key_secret,
+        receipt_public_key=signing_key(secrets.signing_key).public_key(),
+        waiting_seconds=settings.approval_waiting_seconds,
+    )

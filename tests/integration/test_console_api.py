@@ -1,0 +1,441 @@
+"""The compliance API against the real stack and a real local OIDC issuer (keys made at start, JWKS over HTTP).
+
+Covers: every route with every role and with no credentials (401/403/allowed, from a matrix written here,
+not from the app's own table); four eyes (the requester cannot approve their own request, and the refused
+update leaves no event in the workflow history); nothing destructive before approval; deny, cancel in the
+waiting period, one extension; receipts with their signature checked; API tokens hashed and revocable;
+JWT validation (expiry, audience, issuer, unknown key, key rotation); the audit chain's tamper detection;
+the OpenAPI document.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import hmac
+import json
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+import pytest
+import pytest_asyncio
+import uvicorn
+from fastapi import FastAPI
+from fastapi.routing import APIRoute
+from psycopg.types.json import Jsonb
+
+from console.app import PUBLIC_PATHS, create_app
+from console.identity import ROLES
+from console.wiring import build_console
+from stores.identity import subject_key
+from stores.seeder import user_ids
+from tests.oidc_issuer import AUDIENCE, LocalIssuer, new_key
+from tests.saga_harness import SagaHarness
+from tests.stack_fixture import free_port_block
+from workers.local_secrets import load_secrets
+from workflows.contracts import workflow_id
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+
+APP = "console-app"
+
+#: who may call what: the spec the app is checked against (None: any authenticated role)
+ALLOWED: dict[tuple[str, str], set[str] | None] = {
+    ("GET", "/api/me"): None,
+    ("GET", "/api/requests"): {"requester", "approver", "auditor", "admin"},
+    ("POST", "/api/requests"): {"requester"},
+    ("GET", "/api/requests/{request_id}"): {"requester", "approver", "auditor", "admin"},
+    ("POST", "/api/requests/{request_id}/approve"): {"approver"},
+    ("POST", "/api/requests/{request_id}/deny"): {"approver"},
+    ("POST", "/api/requests/{request_id}/cancel"): {"requester", "approver"},
+    ("POST", "/api/requests/{request_id}/extend"): {"approver"},
+    ("GET", "/api/requests/{request_id}/receipt"): {"requester", "approver", "auditor"},
+    ("GET", "/api/audit"): {"auditor", "admin"},
+    ("GET", "/api/audit/verify"): {"auditor", "admin"},
+    ("POST", "/api/requests/{request_id}/hold"): {"admin"},
+    ("POST", "/api/requests/{request_id}/release"): {"admin"},
+    ("GET", "/api/tokens"): {"admin"},
+    ("POST", "/api/tokens"): {"admin"},
+    ("DELETE", "/api/tokens/{token_id}"): {"admin"},
+}
+
+
+@pytest.fixture(scope="module")
+def issuer() -> Iterator[LocalIssuer]:
+    started = LocalIssuer().start()
+    yield started
+    started.stop()
+
+
+@dataclasses.dataclass
+class Api:
+    app: FastAPI
+    http: httpx.AsyncClient
+    issuer: LocalIssuer
+    saga: SagaHarness
+
+    def bearer(self, sub: str, *roles: str, **kwargs: Any) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.issuer.mint(sub, list(roles), **kwargs)}"}
+
+    async def file(self, user: str, sub: str = "rita@compliance.example") -> str:
+        reply = await self.http.post(
+            "/api/requests", json={"app_name": APP, "user_id": user}, headers=self.bearer(sub, "requester")
+        )
+        assert reply.status_code == 201, reply.text
+        return str(reply.json()["request_id"])
+
+    async def wait_for_state(self, request_id: str, *states: str, seconds: float = 60) -> str:
+        deadline = asyncio.get_running_loop().time() + seconds
+        while True:
+            state = self.saga.platform.requests.get(request_id).state
+            if state in states:
+                return state
+            assert asyncio.get_running_loop().time() < deadline, f"{request_id} stayed {state}"
+            await asyncio.sleep(0.2)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def api(saga: SagaHarness, issuer: LocalIssuer) -> AsyncIterator[Api]:
+    settings = saga.settings.model_copy(update={"oidc_issuer": issuer.url, "oidc_audience": AUDIENCE})
+    console = build_console(settings, load_secrets(settings), saga.platform, saga.client)
+    app = create_app(console)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://console") as http:
+        yield Api(app, http, issuer, saga)
+
+
+def _routes(app: FastAPI) -> list[tuple[str, str]]:
+    out = []
+    for route in app.routes:
+        if isinstance(route, APIRoute) and route.path not in PUBLIC_PATHS:
+            out.extend((method, route.path) for method in sorted(route.methods))
+    return out
+
+
+async def test_every_route_with_every_role_and_without_credentials(api: Api) -> None:
+    assert sorted(_routes(api.app)) == sorted(ALLOWED), "a route was added or removed: extend the matrix"
+    bodies = {
+        "/api/requests": {"app_name": APP, "user_id": "nobody-here"},
+        "/extend": {"days": 10, "reason": "complex request"},
+        "/hold": {"reason": "litigation"},
+        "/release": {"reason": "litigation over"},
+        "/api/tokens": {"name": "walk", "roles": ["auditor"]},
+    }
+    for method, path in _routes(api.app):
+        url = path.replace("{request_id}", "er_nosuchrequest0000000").replace("{token_id}", "nosuchtoken")
+        body = next((b for k, b in bodies.items() if path.endswith(k)), {"reason": "walk"})
+        send = {"json": body} if method == "POST" else {}
+        anonymous = await api.http.request(method, url, **send)
+        assert anonymous.status_code == 401, (method, path, anonymous.text)
+        garbage = await api.http.request(method, url, headers={"Authorization": "Bearer not.a.jwt"}, **send)
+        assert garbage.status_code == 401, (method, path)
+        for role in ROLES:
+            reply = await api.http.request(method, url, headers=api.bearer(f"walker-{role}", role), **send)
+            allowed = ALLOWED[(method, path)]
+            if allowed is None or role in allowed:
+                assert reply.status_code not in (401, 403), (method, path, role, reply.text)
+            else:
+                assert reply.status_code == 403, (method, path, role, reply.status_code)
+        nobody = await api.http.request(method, url, headers=api.bearer("no-roles"), **send)
+        assert nobody.status_code == 403, (method, path)
+
+
+async def test_four_eyes_nothing_runs_before_approval_and_a_refused_approval_writes_no_history(api: Api) -> None:
+    platform = api.saga.platform
+    users = user_ids(2, 601, prefix="console")
+    await api.saga.seed(APP, users)
+    target = users[0]
+    sk = subject_key(platform.config.subject_secret, APP, target)
+    request_id = await api.file(target, sub="rita@compliance.example")
+    await api.wait_for_state(request_id, "pending_approval")
+    handle = api.saga.client.get_workflow_handle(workflow_id(request_id))
+    await asyncio.sleep(1)  # a saga that ran on would have fenced the user by now
+    assert not platform.ledger.user_fenced(sk)  # nothing destructive before approval
+    assert platform.memory_store.rows_of(APP, target)
+    events_before = len([e async for e in handle.fetch_history_events()])
+
+    # the requester holds the approver role too: still not their own request
+    own = await api.http.post(
+        f"/api/requests/{request_id}/approve", headers=api.bearer("rita@compliance.example", "requester", "approver")
+    )
+    assert own.status_code == 409
+    assert "four eyes" in own.json()["detail"]
+    plain_requester = await api.http.post(
+        f"/api/requests/{request_id}/approve", headers=api.bearer("rita@compliance.example", "requester")
+    )
+    assert plain_requester.status_code == 403
+    events_after = [e async for e in handle.fetch_history_events()]
+    assert len(events_after) == events_before  # the refused update left no event
+    assert not any(e.HasField("workflow_execution_update_accepted_event_attributes") for e in events_after)
+
+    extend = await api.http.post(
+        f"/api/requests/{request_id}/extend",
+        json={"days": 30, "reason": "many systems to search"},
+        headers=api.bearer("amir@compliance.example", "approver"),
+    )
+    assert extend.status_code == 200, extend.text
+    again = await api.http.post(
+        f"/api/requests/{request_id}/extend",
+        json={"days": 5, "reason": "once more"},
+        headers=api.bearer("amir@compliance.example", "approver"),
+    )
+    assert again.status_code == 409
+    assert "already extended" in again.json()["detail"]
+    assert platform.requests.get(request_id).due_at.isoformat() == extend.json()["due_at"]
+
+    approved = await api.http.post(
+        f"/api/requests/{request_id}/approve", headers=api.bearer("amir@compliance.example", "approver")
+    )
+    assert approved.status_code == 200, approved.text
+    assert await api.wait_for_state(request_id, "completed", "verification_failed", seconds=120) == "completed"
+    assert platform.memory_store.rows_of(APP, target) == []
+    assert platform.memory_store.rows_of(APP, users[1])  # the other user is untouched
+
+    receipt = await api.http.get(
+        f"/api/requests/{request_id}/receipt", headers=api.bearer("olga@audit.example", "auditor")
+    )
+    assert receipt.status_code == 200
+    assert receipt.json()["signature_valid"] is True
+    assert receipt.json()["body"]["subject_key"] == sk
+    mine = await api.http.get(f"/api/requests/{request_id}", headers=api.bearer("rita@compliance.example", "requester"))
+    assert mine.status_code == 200
+    actions = [e["action"] for e in mine.json()["audit"]]
+    assert actions == ["filed", "extended", "approved", "receipt_downloaded"]
+    someone_else = await api.http.get(
+        f"/api/requests/{request_id}", headers=api.bearer("sam@compliance.example", "requester")
+    )
+    assert someone_else.status_code == 404  # a requester sees their own requests only
+    history = str([e async for e in handle.fetch_history_events()])
+    assert "rita@compliance.example" not in history  # staff identities are digests in the history
+    assert target not in history
+
+
+async def test_a_denied_request_erases_nothing_and_forgets_the_user_id(api: Api) -> None:
+    platform = api.saga.platform
+    target = user_ids(1, 602, prefix="console")[0]
+    await api.saga.seed(APP, [target])
+    request_id = await api.file(target)
+    await api.wait_for_state(request_id, "pending_approval")
+    denied = await api.http.post(
+        f"/api/requests/{request_id}/deny",
+        json={"reason": "identity not confirmed"},
+        headers=api.bearer("amir@compliance.example", "approver"),
+    )
+    assert denied.status_code == 200
+    assert await api.wait_for_state(request_id, "denied") == "denied"
+    assert platform.memory_store.rows_of(APP, target)
+    assert platform.requests.user_id(request_id) is None
+    late = await api.http.post(f"/api/requests/{request_id}/approve", headers=api.bearer("amir@x.example", "approver"))
+    assert late.status_code == 409
+
+
+async def test_a_request_cancelled_in_its_waiting_period_never_runs(api: Api) -> None:
+    platform = api.saga.platform
+    target = user_ids(1, 603, prefix="console")[0]
+    await api.saga.seed(APP, [target])
+    console = api.app.state.console
+    console.waiting_seconds = 3600
+    try:
+        request_id = await api.file(target)
+    finally:
+        console.waiting_seconds = 0
+    await api.wait_for_state(request_id, "pending_approval")
+    approved = await api.http.post(
+        f"/api/requests/{request_id}/approve", headers=api.bearer("amir@compliance.example", "approver")
+    )
+    assert approved.status_code == 200
+    await api.wait_for_state(request_id, "approved")
+    cancelled = await api.http.post(
+        f"/api/requests/{request_id}/cancel",
+        json={"reason": "the subject withdrew"},
+        headers=api.bearer("rita@compliance.example", "requester"),
+    )
+    assert cancelled.status_code == 200, cancelled.text
+    assert await api.wait_for_state(request_id, "cancelled") == "cancelled"
+    assert platform.memory_store.rows_of(APP, target)
+    assert not platform.ledger.user_fenced(subject_key(platform.config.subject_secret, APP, target))
+
+
+async def test_api_tokens_are_stored_hashed_and_revocable(api: Api) -> None:
+    admin = api.bearer("ada@ops.example", "admin")
+    made = await api.http.post("/api/tokens", json={"name": "dsr-bridge", "roles": ["requester"]}, headers=admin)
+    assert made.status_code == 201
+    token = made.json()["token"]
+    with api.saga.platform.pool.connection() as conn:
+        stored = conn.execute(
+            "SELECT token_hash FROM api_tokens WHERE token_id = %s", (made.json()["token_id"],)
+        ).fetchone()
+    assert stored is not None
+    assert stored[0] == hashlib.sha256(token.encode()).hexdigest()
+    assert token not in str(stored)
+    me = await api.http.get("/api/me", headers={"Authorization": f"Bearer {token}"})
+    assert me.status_code == 200
+    assert me.json()["roles"] == ["requester"]
+    bad_role = await api.http.post("/api/tokens", json={"name": "x", "roles": ["root"]}, headers=admin)
+    assert bad_role.status_code == 422
+    revoked = await api.http.delete(f"/api/tokens/{made.json()['token_id']}", headers=admin)
+    assert revoked.status_code == 200
+    assert (await api.http.get("/api/me", headers={"Authorization": f"Bearer {token}"})).status_code == 401
+
+
+async def test_jwt_validation_and_key_rotation(api: Api) -> None:
+    ok = await api.http.get("/api/me", headers=api.bearer("kim@x.example", "auditor"))
+    assert ok.status_code == 200
+    for bad in (
+        {"expires_in": -120},
+        {"audience": "another-app"},
+        {"issuer": "https://evil.example"},
+        {"key": new_key()},  # signed by a key the issuer never published
+    ):
+        reply = await api.http.get("/api/me", headers=api.bearer("kim@x.example", "auditor", **bad))
+        assert reply.status_code == 401, bad
+    console = api.app.state.console
+    console.oidc.refresh_interval = 0.0
+    fetched = console.oidc.fetches
+    rotated = api.issuer.rotate(keep_old=False)
+    fresh = await api.http.get("/api/me", headers=api.bearer("kim@x.example", "auditor", key=rotated))
+    assert fresh.status_code == 200  # an unknown key id made the verifier fetch the JWKS again
+    assert console.oidc.fetches == fetched + 1
+    cached = await api.http.get("/api/me", headers=api.bearer("kim@x.example", "auditor", key=rotated))
+    assert cached.status_code == 200
+    assert console.oidc.fetches == fetched + 1  # a known key is served from the cache
+
+
+async def test_the_audit_chain_detects_an_edited_or_deleted_entry(api: Api) -> None:
+    audit = api.app.state.console.audit
+    for n in range(3):
+        audit.append("tester@x.example", "token_created", None, {"token_id": f"t{n}"})
+    check = audit.verify()
+    assert check.ok, check
+    pool = api.saga.platform.pool
+    with pool.connection() as conn:
+        seq, detail = conn.execute("SELECT seq, detail FROM audit_log ORDER BY seq DESC LIMIT 1 OFFSET 1").fetchone()
+        conn.execute("UPDATE audit_log SET detail = %s WHERE seq = %s", ('{"token_id": "forged"}', seq))
+    edited = audit.verify()
+    assert not edited.ok
+    assert edited.first_bad_seq == seq
+    with pool.connection() as conn:
+        conn.execute("UPDATE audit_log SET detail = %s WHERE seq = %s", (Jsonb(detail), seq))
+    assert audit.verify().ok
+    with pool.connection() as conn:
+        conn.execute("DELETE FROM audit_log WHERE seq = %s", (seq,))
+    deleted = audit.verify()
+    assert not deleted.ok
+    assert deleted.first_bad_seq == seq + 1
+    reply = await api.http.get("/api/audit/verify", headers=api.bearer("olga@audit.example", "auditor"))
+    assert reply.json()["ok"] is False
+
+
+async def test_the_openapi_document_names_every_route_and_its_bearer_auth(api: Api) -> None:
+    doc = (await api.http.get("/openapi.json")).json()
+    assert doc["openapi"].startswith("3.")
+    documented = {(m.upper(), p) for p, ops in doc["paths"].items() for m in ops}
+    assert set(ALLOWED) <= documented
+    assert doc["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+    for method, path in ALLOWED:
+        assert doc["paths"][path][method.lower()]["security"] == [{"HTTPBearer": []}], (method, path)
+    assert "security" not in doc["paths"]["/healthz"]["get"]
+
+
+class Receiver:
+    """A webhook receiver on a real port: records what arrives, answers 500 to the first delivery."""
+
+    def __init__(self) -> None:
+        from starlette.applications import Starlette
+        from starlette.requests import Request
+        from starlette.responses import Response
+        from starlette.routing import Route
+
+        self.received: list[tuple[dict[str, str], bytes]] = []
+        self.refused = 0
+
+        async def hook(request: Request) -> Response:
+            body = await request.body()
+            if not self.refused:
+                self.refused += 1
+                return Response(status_code=500)  # the first delivery fails: Temporal retries it
+            self.received.append((dict(request.headers), body))
+            return Response(status_code=204)
+
+        self.port = free_port_block(1)
+        config = uvicorn.Config(Starlette(routes=[Route("/hook", hook, methods=["POST"])]), port=self.port)
+        config.log_level = "warning"
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        while not self.server.started:
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+async def test_signed_webhooks_on_every_state_change_and_the_subjects_email(api: Api) -> None:
+    from aiosmtpd.controller import Controller
+
+    class Inbox:
+        def __init__(self) -> None:
+            self.messages: list[tuple[list[str], bytes]] = []
+
+        async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+            self.messages.append((list(envelope.rcpt_tos), bytes(envelope.content)))
+            return "250 OK"
+
+    inbox = Inbox()
+    smtp = Controller(inbox, hostname="127.0.0.1", port=free_port_block(1))
+    smtp.start()
+    receiver = Receiver()
+    platform = api.saga.platform
+    original = platform.config
+    secret = b"webhook-test-secret"
+    platform.config = dataclasses.replace(
+        original,
+        webhook_urls=(f"http://127.0.0.1:{receiver.port}/hook",),
+        webhook_secret=secret,
+        smtp_url=f"smtp://127.0.0.1:{smtp.port}",
+    )
+    try:
+        target = user_ids(1, 604, prefix="console")[0]
+        await api.saga.seed(APP, [target])
+        contact = "subject-604@mail.example"
+        reply = await api.http.post(
+            "/api/requests",
+            json={"app_name": APP, "user_id": target, "contact_email": contact},
+            headers=api.bearer("rita@compliance.example", "requester"),
+        )
+        assert reply.status_code == 201, reply.text
+        request_id = reply.json()["request_id"]
+        assert platform.requests.contact(request_id) == contact  # kept, sealed, until the notice is sent
+        await api.wait_for_state(request_id, "pending_approval")
+        approved = await api.http.post(
+            f"/api/requests/{request_id}/approve", headers=api.bearer("amir@compliance.example", "approver")
+        )
+        assert approved.status_code == 200
+        assert await api.wait_for_state(request_id, "completed", seconds=120) == "completed"
+        await api.saga.result(request_id)  # the workflow returns once its webhooks were delivered
+    finally:
+        platform.config = original
+        receiver.stop()
+        smtp.stop()
+    assert receiver.refused == 1
+    states = []
+    for headers, body in receiver.received:
+        expected = "v1=" + hmac.new(secret, headers["x-erasure-timestamp"].encode() + b"." + body, "sha256").hexdigest()
+        assert hmac.compare_digest(headers["x-erasure-signature"], expected)
+        event = json.loads(body)
+        assert event["request_id"] == request_id
+        states.append(event["state"])
+        assert target not in body.decode()
+        assert contact not in body.decode()
+    # one delivery per state change, the refused first one retried (it may land after the next one)
+    assert sorted(states) == sorted(["pending_approval", "running", "completed"])
+    [(recipients, content)] = inbox.messages
+    assert recipients == [contact]
+    assert request_id.encode() in content
+    assert platform.requests.contact(request_id) is None  # deleted once sent
+    handle = api.saga.client.get_workflow_handle(workflow_id(request_id))
+    assert contact not in str([e async for e in handle.fetch_history_events()])
