@@ -133,6 +133,19 @@ def assert_every_route_guarded(app: FastAPI) -> None:
             raise RuntimeError(f"route {route.path} declares no permission")
 
 
+# the principal of a route, with the permission it needs (module level: FastAPI resolves annotations here)
+Self = Annotated[Principal, Depends(require("self"))]
+Files = Annotated[Principal, Depends(require("requests:file"))]
+Reads = Annotated[Principal, Depends(require("requests:read"))]
+Decides = Annotated[Principal, Depends(require("requests:decide"))]
+Cancels = Annotated[Principal, Depends(require("requests:cancel"))]
+Extends = Annotated[Principal, Depends(require("requests:extend"))]
+Receipts = Annotated[Principal, Depends(require("receipts:read"))]
+Audits = Annotated[Principal, Depends(require("audit:read"))]
+Holds = Annotated[Principal, Depends(require("holds:manage"))]
+Tokens = Annotated[Principal, Depends(require("tokens:manage"))]
+
+
 # ----- bodies --------------------------------------------------------------------------------------
 
 
@@ -227,16 +240,6 @@ def create_app(console: Console) -> FastAPI:
         redoc_url=None,
     )
     app.state.console = console
-    Self = Annotated[Principal, Depends(require("self"))]
-    Files = Annotated[Principal, Depends(require("requests:file"))]
-    Reads = Annotated[Principal, Depends(require("requests:read"))]
-    Decides = Annotated[Principal, Depends(require("requests:decide"))]
-    Cancels = Annotated[Principal, Depends(require("requests:cancel"))]
-    Extends = Annotated[Principal, Depends(require("requests:extend"))]
-    Receipts = Annotated[Principal, Depends(require("receipts:read"))]
-    Audits = Annotated[Principal, Depends(require("audit:read"))]
-    Holds = Annotated[Principal, Depends(require("holds:manage"))]
-    Tokens = Annotated[Principal, Depends(require("tokens:manage"))]
 
     def actor(p: Principal) -> str:
         return actor_ref(console.actor_secret, p.subject)

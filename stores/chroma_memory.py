@@ -35,6 +35,7 @@ provenance (memory ids and keyed session references): nothing personal.
 from __future__ import annotations
 
 import base64
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -123,6 +124,18 @@ class ChromaMemory:
                     yield client.get_collection(COLLECTION, embedding_function=None) if COLLECTION in names else None
             finally:
                 client.close()
+
+    def count(self, subject: str) -> int:
+        """How many memories the subject's database holds, read from its SQLite file (no Chroma start-up:
+        opening a client costs tens of milliseconds, this costs one indexed count)."""
+        db = self.directory(subject) / DB_FILE
+        if not db.is_file():
+            return 0
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30.0)
+        try:
+            return int(conn.execute("SELECT count(*) FROM embeddings").fetchone()[0])
+        finally:
+            conn.close()
 
     def add(self, memories: Sequence[NewMemory]) -> int:
         """Write one user's memories; ``0`` (and counted) while that user is fenced."""

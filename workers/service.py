@@ -152,6 +152,9 @@ async def file_request(
             ]
         ),
         memo={"request_id": request_id, "app": app_name},
+        # what Temporal UI shows for the run (PII-free: the subject key, the app and the due date)
+        static_summary=f"erasure of {sk[:15]}… in {app_name}, due {row.due_at:%Y-%m-%d}",
+        static_details=f"request {request_id}; {'waits for approval (four eyes)' if approval else 'filed by the CLI'}",
     )
     return Filed(request_id, sk, workflow_id(request_id), attached=not created, due_at=row.due_at)
 

@@ -71,8 +71,7 @@ class ChromaMemoryAdapter:
         self.reads = ChromaReads(self.store.path)
 
     def locate(self, subject: Subject) -> dict[str, int]:
-        with self.store.opened(subject.subject_key, create=False) as col:
-            return {"chroma_memories": 0 if col is None else int(col.count())}
+        return {"chroma_memories": self.store.count(subject.subject_key)}
 
     def _record(self, subject: Subject) -> None:
         """The request notes that this step ran and which directory it removed (the check's input)."""
@@ -90,8 +89,7 @@ class ChromaMemoryAdapter:
     def _drop(self, subject: Subject, beat: Beat | None) -> int:
         """Remove the subject's database directory; the memories it held."""
         directory = self.store.directory(subject.subject_key)
-        with self.store.opened(subject.subject_key, create=False) as col:
-            items = 0 if col is None else int(col.count())
+        items = self.store.count(subject.subject_key)
         if beat:
             beat({"dropped": items})  # a retry that finds the directory gone reports this count
         with self.store.lock(subject.subject_key):
