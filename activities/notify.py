@@ -35,6 +35,35 @@ from workflows.contracts import Activities, StateEvent, SubjectNotice
 log = structlog.get_logger("activities.notify")
 
 
+#: our states as the Ketch forwarder protocol's statuses (api/dsr/v1/Status.md); None: not told
+KETCH_STATUS: dict[str, str | None] = {
+    "pending_approval": "pending",
+    "approved": "in_progress",
+    "running": "in_progress",
+    "on_hold": "in_progress",
+    "completed": "completed",
+    "denied": "denied",
+    "cancelled": "cancelled",
+    "verification_failed": None,  # staff must act: the platform keeps seeing it in progress
+    "failed": None,
+}
+
+
+def ketch_status_event(event: StateEvent, uid: str, tenant: str) -> bytes | None:
+    """A ``DeleteStatusEvent`` (Ketch forwarder ``dsr/v1``) for a state change, or ``None``."""
+    status = KETCH_STATUS.get(event.state)
+    if status is None:
+        return None
+    return json.dumps(
+        {
+            "apiVersion": "dsr/v1",
+            "kind": "DeleteStatusEvent",
+            "metadata": {"uid": uid, "tenant": tenant},
+            "event": {"status": status, "requestID": event.request_id},
+        }
+    ).encode()
+
+
 def signature(secret: bytes, timestamp: str, body: bytes) -> str:
     return "v1=" + hmac.new(secret, timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
 
@@ -45,28 +74,38 @@ class NotifyActivities:
 
     @activity.defn(name=Activities.WEBHOOK)
     def send_webhook(self, event: StateEvent) -> int:
+        """Every configured webhook, then the request's own callbacks (a forwarded request's platform)."""
         config = self.platform.config
         details = activity.info().heartbeat_details
         told: list[str] = list(details[0]) if details else []
         body = json.dumps({"type": "erasure.state_changed", **asdict(event)}, sort_keys=True).encode()
+        deliveries: list[tuple[str, bytes, dict[str, str]]] = []
         for url in config.webhook_urls:
-            if url in told:
-                continue
             timestamp = str(int(time.time()))
             headers = {
-                "Content-Type": "application/json",
                 "X-Erasure-Timestamp": timestamp,
                 "X-Erasure-Signature": signature(config.webhook_secret, timestamp, body),
                 "X-Erasure-Event": f"{event.request_id}:{event.state}",
             }
+            deliveries.append((url, body, headers))
+        for n, callback in enumerate(self.platform.requests.callbacks(event.request_id)):
+            status_event = ketch_status_event(event, callback.get("uid", ""), callback.get("tenant", ""))
+            if status_event is not None:
+                deliveries.append((f"{callback['url']}#{n}", status_event, dict(callback.get("headers", {}))))
+        for key, content, headers in deliveries:
+            if key in told:
+                continue
+            url = key.split("#", 1)[0]
             host = urlsplit(url).netloc
             try:
-                reply = httpx.post(url, content=body, headers=headers, timeout=10.0)
+                reply = httpx.post(
+                    url, content=content, headers={"Content-Type": "application/json", **headers}, timeout=10.0
+                )
             except httpx.HTTPError as exc:
                 raise ApplicationError(f"webhook {host} not reached ({type(exc).__name__})") from None
             if not 200 <= reply.status_code < 300:
                 raise ApplicationError(f"webhook {host} answered {reply.status_code}")
-            told.append(url)
+            told.append(key)
             activity.heartbeat(told)
         return len(told)
 

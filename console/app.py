@@ -21,11 +21,13 @@ to the audit log with who, when, what and the request id.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
@@ -34,6 +36,7 @@ from temporalio.service import RPCError
 
 from console.audit import AuditLog
 from console.identity import Principal, actor_ref
+from console.intake import KetchDeleteRequest, csv_rows, ketch_due, ketch_error, ketch_identity, ketch_response
 from console.oidc import InvalidToken, OidcVerifier
 from console.tokens import TokenError, TokenStore
 from stores.errors import RequestNotFound
@@ -57,6 +60,7 @@ PERMISSIONS: dict[str, frozenset[str]] = {
     "tokens:manage": frozenset({"admin"}),
 }
 PUBLIC_PATHS = frozenset({"/healthz", "/openapi.json"})
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _GUARD = "__erasure_permission__"
 
 
@@ -73,6 +77,7 @@ class Console:
     actor_secret: bytes
     receipt_public_key: Any  # Ed25519PublicKey
     waiting_seconds: int = 0
+    intake_identity_space: str = "user_id"
 
 
 # ----- authentication and permissions -------------------------------------------------------------------
@@ -259,31 +264,87 @@ def create_app(console: Console) -> FastAPI:
             rows = [r for r in rows if console.platform.requests.requested(r)[1] == p.subject]
         return [_summary(console, r) for r in rows]
 
+    async def file_one(
+        p: Principal, app_name: str, user_id: str, reason: str | None, due: str | None, contact: str | None
+    ) -> Any:
+        filed = await file_request(
+            console.client,
+            console.platform,
+            console.settings,
+            app_name=app_name,
+            user_id=user_id,
+            reason=reason,
+            requested_by=p.subject,
+            due=due,
+            approval=ApprovalPolicy(actor(p), console.waiting_seconds),
+            contact=contact,
+        )
+        if not filed.attached:
+            console.audit.append(p.subject, "filed", filed.request_id, {"subject_key": filed.subject_key})
+        return filed
+
     @app.post("/api/requests", status_code=201)
     async def new_request(body: NewRequest, p: Files) -> dict[str, Any]:
         try:
-            filed = await file_request(
-                console.client,
-                console.platform,
-                console.settings,
-                app_name=body.app_name,
-                user_id=body.user_id,
-                reason=body.reason,
-                requested_by=p.subject,
-                due=body.due,
-                approval=ApprovalPolicy(actor(p), console.waiting_seconds),
-                contact=body.contact_email,
-            )
+            filed = await file_one(p, body.app_name, body.user_id, body.reason, body.due, body.contact_email)
         except RequestRefused as exc:
             raise HTTPException(422, str(exc)) from None
-        if not filed.attached:
-            console.audit.append(p.subject, "filed", filed.request_id, {"subject_key": filed.subject_key})
         return {
             "request_id": filed.request_id,
             "subject_key": filed.subject_key,
             "attached": filed.attached,
             "due_at": filed.due_at.isoformat(),
         }
+
+    @app.post("/api/requests/bulk")
+    async def bulk(request: Request, p: Files) -> dict[str, Any]:
+        """``text/csv`` with ``app_name`` and ``user_id`` columns (``reason``, ``contact_email``, ``due``
+        optional): each row filed on its own; per line, filed, attached or refused (never the user id)."""
+        try:
+            rows = csv_rows((await request.body()).decode("utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise HTTPException(422, str(exc)) from None
+        results: list[dict[str, Any]] = []
+        for line, row in enumerate(rows, start=2):
+            contact = row.get("contact_email") or None
+            if contact and not _EMAIL.match(contact):
+                results.append({"line": line, "result": "refused", "reason": "contact_email is not an address"})
+                continue
+            try:
+                filed = await file_one(
+                    p, row["app_name"], row["user_id"], row.get("reason") or None, row.get("due") or None, contact
+                )
+            except RequestRefused as exc:
+                results.append({"line": line, "result": "refused", "reason": str(exc)})
+                continue
+            result = "attached" if filed.attached else "filed"
+            results.append({"line": line, "result": result, "request_id": filed.request_id})
+        counts = {k: sum(1 for r in results if r["result"] == k) for k in ("filed", "attached", "refused")}
+        return {"rows": len(rows), **counts, "results": results}
+
+    @app.post("/api/intake/ketch")
+    async def intake_ketch(body: KetchDeleteRequest, p: Files) -> JSONResponse:
+        """A Ketch forwarder ``DeleteRequest`` (``dsr/v1``); answers a ``DeleteResponse`` or an ``Error``."""
+        try:
+            user_id = ketch_identity(body, console.intake_identity_space)
+            contact = body.request.subject.email
+            filed = await file_one(
+                p,
+                body.request.property,
+                user_id,
+                f"forwarded: {body.request.regulation or 'unspecified'} request {body.metadata.uid}",
+                ketch_due(body),
+                contact if contact and _EMAIL.match(contact) else None,
+            )
+        except (ValueError, RequestRefused) as exc:
+            return JSONResponse(ketch_error(400, str(exc)), status_code=400)
+        if body.request.callbacks and not filed.attached:
+            callbacks = [
+                {**c.model_dump(), "uid": body.metadata.uid, "tenant": body.metadata.tenant}
+                for c in body.request.callbacks
+            ]
+            console.platform.requests.set_callbacks(filed.request_id, callbacks)
+        return JSONResponse(ketch_response(body.metadata, filed.request_id, filed.due_at))
 
     @app.get("/api/requests/{request_id}")
     async def get_request(request_id: str, p: Reads) -> dict[str, Any]:
@@ -294,26 +355,23 @@ def create_app(console: Console) -> FastAPI:
         out["audit"] = [_entry(e) for e in console.audit.entries(request_id)]
         return out
 
+    async def decide(request_id: str, p: Principal, update: Any, action: str, reason: str) -> dict[str, str]:
+        _row(console, request_id, p)
+        decision = await _update(console, request_id, update, Decision(actor(p)))
+        console.audit.append(p.subject, action, request_id, {"reason": reason})
+        return {"decision": decision}
+
     @app.post("/api/requests/{request_id}/approve")
     async def approve(request_id: str, p: Decides, body: Reason | None = None) -> dict[str, str]:
-        _row(console, request_id, p)
-        decision = await _update(console, request_id, ErasureWorkflow.approve, Decision(actor(p)))
-        console.audit.append(p.subject, "approved", request_id, {"reason": body.reason if body else ""})
-        return {"decision": decision}
+        return await decide(request_id, p, ErasureWorkflow.approve, "approved", body.reason if body else "")
 
     @app.post("/api/requests/{request_id}/deny")
     async def deny(request_id: str, body: Reason, p: Decides) -> dict[str, str]:
-        _row(console, request_id, p)
-        decision = await _update(console, request_id, ErasureWorkflow.deny, Decision(actor(p)))
-        console.audit.append(p.subject, "denied", request_id, {"reason": body.reason})
-        return {"decision": decision}
+        return await decide(request_id, p, ErasureWorkflow.deny, "denied", body.reason)
 
     @app.post("/api/requests/{request_id}/cancel")
     async def cancel(request_id: str, body: Reason, p: Cancels) -> dict[str, str]:
-        _row(console, request_id, p)
-        decision = await _update(console, request_id, ErasureWorkflow.cancel, Decision(actor(p)))
-        console.audit.append(p.subject, "cancelled", request_id, {"reason": body.reason})
-        return {"decision": decision}
+        return await decide(request_id, p, ErasureWorkflow.cancel, "cancelled", body.reason)
 
     @app.post("/api/requests/{request_id}/extend")
     async def extend(request_id: str, body: Extension, p: Extends) -> dict[str, str]:

@@ -30,4 +30,5 @@ def build_console(settings: Settings, secrets: Secrets, platform: Platform, clie
         actor_secret=secrets.subject_key_secret,
         receipt_public_key=signing_key(secrets.signing_key).public_key(),
         waiting_seconds=settings.approval_waiting_seconds,
+        intake_identity_space=settings.intake_identity_space,
     )

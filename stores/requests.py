@@ -11,6 +11,7 @@ counts.
 from __future__ import annotations
 
 import base64
+import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -255,6 +256,22 @@ class RequestStore:
                 "SELECT contact_sealed FROM erasure_requests WHERE request_id = %s", (request_id,)
             ).fetchone()
         return self.open_text(f"{request_id}:contact", row[0]) if row and row[0] else None
+
+    def set_callbacks(self, request_id: str, callbacks: list[dict[str, Any]]) -> None:
+        """Status callbacks of a forwarded request (URL and headers), sealed: the headers are credentials."""
+        with self._pool.connection() as conn:
+            conn.execute(
+                "UPDATE erasure_requests SET callbacks_sealed = %s WHERE request_id = %s",
+                (self.seal_text(f"{request_id}:callbacks", json.dumps(callbacks)), request_id),
+            )
+
+    def callbacks(self, request_id: str) -> list[dict[str, Any]]:
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT callbacks_sealed FROM erasure_requests WHERE request_id = %s", (request_id,)
+            ).fetchone()
+        opened = self.open_text(f"{request_id}:callbacks", row[0]) if row and row[0] else None
+        return list(json.loads(opened)) if opened else []
 
     def forget_contact(self, request_id: str) -> None:
         with self._pool.connection() as conn:

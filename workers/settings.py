@@ -203,6 +203,10 @@ class Settings(BaseSettings):
         le=30 * 86400,
         description="Seconds a console request waits after its approval, still cancellable, before it runs.",
     )
+    intake_identity_space: str = Field(
+        default="user_id",
+        description="Identity space of a forwarded (Ketch forwarder) request whose raw value is the user id.",
+    )
     webhook_urls: str = Field(
         default="",
         description="Comma-separated URLs told of every state change of a console-filed request (signed JSON).",

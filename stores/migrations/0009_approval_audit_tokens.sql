@@ -31,3 +31,7 @@ CREATE TABLE IF NOT EXISTS api_tokens (
 
 -- The data subject's contact address for the completion notice (sealed; deleted once the notice is sent).
 ALTER TABLE erasure_requests ADD COLUMN IF NOT EXISTS contact_sealed text;
+
+-- Callbacks a privacy-request platform gave with a forwarded request (sealed: their headers carry its
+-- credentials); told of every state change.
+ALTER TABLE erasure_requests ADD COLUMN IF NOT EXISTS callbacks_sealed text;

@@ -48,6 +48,8 @@ ALLOWED: dict[tuple[str, str], set[str] | None] = {
     ("GET", "/api/me"): None,
     ("GET", "/api/requests"): {"requester", "approver", "auditor", "admin"},
     ("POST", "/api/requests"): {"requester"},
+    ("POST", "/api/requests/bulk"): {"requester"},
+    ("POST", "/api/intake/ketch"): {"requester"},
     ("GET", "/api/requests/{request_id}"): {"requester", "approver", "auditor", "admin"},
     ("POST", "/api/requests/{request_id}/approve"): {"approver"},
     ("POST", "/api/requests/{request_id}/deny"): {"approver"},
@@ -442,3 +444,103 @@ async def test_signed_webhooks_on_every_state_change_and_the_subjects_email(api:
     assert platform.requests.contact(request_id) is None  # deleted once sent
     handle = api.saga.client.get_workflow_handle(workflow_id(request_id))
     assert contact not in str([e async for e in handle.fetch_history_events()])
+
+
+async def test_a_forwarded_ketch_delete_request_is_filed_told_back_and_deduplicated(api: Api) -> None:
+    target = user_ids(1, 605, prefix="console")[0]
+    await api.saga.seed(APP, [target])
+    receiver = Receiver()
+    receiver.refused = 1  # accept every delivery
+    try:
+        admin = api.bearer("ada@ops.example", "admin")
+        made = await api.http.post("/api/tokens", json={"name": "ketch", "roles": ["requester"]}, headers=admin)
+        ketch = {"Authorization": f"Bearer {made.json()['token']}"}
+        forwarded = {
+            "apiVersion": "dsr/v1",
+            "kind": "DeleteRequest",
+            "metadata": {"uid": "22880925-aac5-42f9-a653-cb6921d361ff", "tenant": "axonic"},
+            "request": {
+                "property": APP,
+                "environment": "production",
+                "regulation": "gdpr",
+                "jurisdiction": "eugdpr",
+                "identities": [
+                    {"identitySpace": "email_hash", "identityFormat": "sha256", "identityValue": "ab" * 32},
+                    {"identitySpace": "user_id", "identityFormat": "raw", "identityValue": target},
+                ],
+                "callbacks": [
+                    {"url": f"http://127.0.0.1:{receiver.port}/hook", "headers": {"Authorization": "cb-secret"}}
+                ],
+                "subject": {"email": "subject-605@mail.example", "firstName": "Test"},
+                "submittedTimestamp": 1764547200,
+                "dueTimestamp": 2000000000,
+            },
+        }
+        reply = await api.http.post("/api/intake/ketch", json=forwarded, headers=ketch)
+        assert reply.status_code == 200, reply.text
+        answer = reply.json()
+        assert answer["kind"] == "DeleteResponse"
+        assert answer["metadata"]["uid"] == forwarded["metadata"]["uid"]
+        assert answer["response"]["status"] == "pending"
+        request_id = answer["response"]["requestID"]
+        again = await api.http.post("/api/intake/ketch", json=forwarded, headers=ketch)
+        assert again.json()["response"]["requestID"] == request_id  # the same subject: one request
+        identities = forwarded["request"]["identities"][:1]  # the hashed one only
+        hashed_only = {**forwarded, "request": {**forwarded["request"], "identities": identities}}
+        refused = await api.http.post("/api/intake/ketch", json=hashed_only, headers=ketch)
+        assert refused.status_code == 400
+        assert refused.json()["kind"] == "Error"
+        assert "user_id" in refused.json()["error"]["message"]
+        with api.saga.platform.pool.connection() as conn:
+            stored = conn.execute(
+                "SELECT callbacks_sealed, contact_sealed FROM erasure_requests WHERE request_id = %s", (request_id,)
+            ).fetchone()
+        assert stored is not None
+        assert "cb-secret" not in str(stored)
+        assert "subject-605" not in str(stored)
+        await api.wait_for_state(request_id, "pending_approval")
+        approved = await api.http.post(
+            f"/api/requests/{request_id}/approve", headers=api.bearer("amir@compliance.example", "approver")
+        )
+        assert approved.status_code == 200
+        assert (await api.saga.result(request_id)).status == "completed"
+    finally:
+        receiver.stop()
+    events = [json.loads(body) for _headers, body in receiver.received]
+    uid = forwarded["metadata"]["uid"]
+    assert all(e["kind"] == "DeleteStatusEvent" and e["metadata"]["uid"] == uid for e in events)
+    assert sorted(e["event"]["status"] for e in events) == ["completed", "in_progress", "pending"]
+    assert all(h["authorization"] == "cb-secret" for h, _body in receiver.received)
+
+
+async def test_a_csv_upload_files_each_row_and_reports_each_line(api: Api) -> None:
+    users = user_ids(2, 606, prefix="console")
+    await api.saga.seed(APP, users)
+    rows = [
+        "app_name,user_id,reason,contact_email",
+        f"{APP},{users[0]},ticket 1,",
+        f"{APP},{users[1]},ticket 2,not-an-address",
+        f"no-such-app,{users[1]},ticket 3,",
+        f"{APP}, {users[1]},ticket 4,",  # a leading space: another subject, never trimmed into users[1]
+        f"{APP},{users[0]},ticket 5,",  # the same subject again: attached
+    ]
+    reply = await api.http.post(
+        "/api/requests/bulk",
+        content="\n".join(rows).encode(),
+        headers={**api.bearer("rita@compliance.example", "requester"), "Content-Type": "text/csv"},
+    )
+    assert reply.status_code == 200, reply.text
+    report = reply.json()
+    assert (report["rows"], report["filed"], report["attached"], report["refused"]) == (5, 2, 1, 2)
+    assert [r["result"] for r in report["results"]] == ["filed", "refused", "refused", "filed", "attached"]
+    spaced = api.saga.platform.requests.get(report["results"][3]["request_id"])
+    assert spaced.subject_key == subject_key(api.saga.platform.config.subject_secret, APP, " " + users[1])
+    assert [r["line"] for r in report["results"]] == [2, 3, 4, 5, 6]
+    assert report["results"][0]["request_id"] == report["results"][4]["request_id"]
+    assert all(u not in reply.text for u in users)  # no user id echoed
+    missing = await api.http.post(
+        "/api/requests/bulk",
+        content=b"app,user\nx,y\n",
+        headers={**api.bearer("rita@compliance.example", "requester"), "Content-Type": "text/csv"},
+    )
+    assert missing.status_code == 422
