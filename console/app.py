@@ -40,6 +40,7 @@ from console.intake import KetchDeleteRequest, csv_rows, ketch_due, ketch_error,
 from console.oidc import InvalidToken, OidcVerifier
 from console.tokens import TokenError, TokenStore
 from stores.errors import RequestNotFound
+from stores.identity import derived_key
 from stores.platform import Platform
 from stores.requests import ACTIVE_STATES, ErasureRequestRow
 from workers.service import RequestRefused, days_left, file_request, progress, signal_hold_change, ui_link
@@ -59,7 +60,7 @@ PERMISSIONS: dict[str, frozenset[str]] = {
     "holds:manage": frozenset({"admin"}),
     "tokens:manage": frozenset({"admin"}),
 }
-PUBLIC_PATHS = frozenset({"/healthz", "/openapi.json"})
+PUBLIC_PATHS = frozenset({"/healthz", "/openapi.json", "/login", "/auth/callback", "/logout"})
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _GUARD = "__erasure_permission__"
 
@@ -78,6 +79,8 @@ class Console:
     receipt_public_key: Any  # Ed25519PublicKey
     waiting_seconds: int = 0
     intake_identity_space: str = "user_id"
+    oidc_client_id: str = ""  # the console's pages (login with PKCE); empty: the API only
+    public_url: str = ""  # where browsers reach the console (the login's redirect URI)
 
 
 # ----- authentication and permissions -------------------------------------------------------------------
@@ -226,6 +229,43 @@ async def _update(console: Console, request_id: str, update: Any, arg: Any) -> s
         raise HTTPException(409, f"the request's workflow did not take it: {exc.status.name}") from None
 
 
+async def file_one(
+    console: Console,
+    p: Principal,
+    app_name: str,
+    user_id: str,
+    reason: str | None,
+    due: str | None,
+    contact: str | None,
+) -> Any:
+    """File one request for approval by someone other than ``p`` (audited when it is new)."""
+    filed = await file_request(
+        console.client,
+        console.platform,
+        console.settings,
+        app_name=app_name,
+        user_id=user_id,
+        reason=reason,
+        requested_by=p.subject,
+        due=due,
+        approval=ApprovalPolicy(actor_ref(console.actor_secret, p.subject), console.waiting_seconds),
+        contact=contact,
+    )
+    if not filed.attached:
+        console.audit.append(p.subject, "filed", filed.request_id, {"subject_key": filed.subject_key})
+    return filed
+
+
+async def decide(
+    console: Console, request_id: str, p: Principal, update: Any, action: str, reason: str
+) -> dict[str, str]:
+    """One of the approval updates on ``request_id`` as ``p``, audited once the workflow took it."""
+    _row(console, request_id, p)
+    decision = await _update(console, request_id, update, Decision(actor_ref(console.actor_secret, p.subject)))
+    console.audit.append(p.subject, action, request_id, {"reason": reason})
+    return {"decision": decision}
+
+
 def _entry(e: Any) -> dict[str, Any]:
     out = asdict(e)
     out["at"] = e.at.isoformat()
@@ -264,29 +304,10 @@ def create_app(console: Console) -> FastAPI:
             rows = [r for r in rows if console.platform.requests.requested(r)[1] == p.subject]
         return [_summary(console, r) for r in rows]
 
-    async def file_one(
-        p: Principal, app_name: str, user_id: str, reason: str | None, due: str | None, contact: str | None
-    ) -> Any:
-        filed = await file_request(
-            console.client,
-            console.platform,
-            console.settings,
-            app_name=app_name,
-            user_id=user_id,
-            reason=reason,
-            requested_by=p.subject,
-            due=due,
-            approval=ApprovalPolicy(actor(p), console.waiting_seconds),
-            contact=contact,
-        )
-        if not filed.attached:
-            console.audit.append(p.subject, "filed", filed.request_id, {"subject_key": filed.subject_key})
-        return filed
-
     @app.post("/api/requests", status_code=201)
     async def new_request(body: NewRequest, p: Files) -> dict[str, Any]:
         try:
-            filed = await file_one(p, body.app_name, body.user_id, body.reason, body.due, body.contact_email)
+            filed = await file_one(console, p, body.app_name, body.user_id, body.reason, body.due, body.contact_email)
         except RequestRefused as exc:
             raise HTTPException(422, str(exc)) from None
         return {
@@ -312,7 +333,13 @@ def create_app(console: Console) -> FastAPI:
                 continue
             try:
                 filed = await file_one(
-                    p, row["app_name"], row["user_id"], row.get("reason") or None, row.get("due") or None, contact
+                    console,
+                    p,
+                    row["app_name"],
+                    row["user_id"],
+                    row.get("reason") or None,
+                    row.get("due") or None,
+                    contact,
                 )
             except RequestRefused as exc:
                 results.append({"line": line, "result": "refused", "reason": str(exc)})
@@ -329,6 +356,7 @@ def create_app(console: Console) -> FastAPI:
             user_id = ketch_identity(body, console.intake_identity_space)
             contact = body.request.subject.email
             filed = await file_one(
+                console,
                 p,
                 body.request.property,
                 user_id,
@@ -355,23 +383,17 @@ def create_app(console: Console) -> FastAPI:
         out["audit"] = [_entry(e) for e in console.audit.entries(request_id)]
         return out
 
-    async def decide(request_id: str, p: Principal, update: Any, action: str, reason: str) -> dict[str, str]:
-        _row(console, request_id, p)
-        decision = await _update(console, request_id, update, Decision(actor(p)))
-        console.audit.append(p.subject, action, request_id, {"reason": reason})
-        return {"decision": decision}
-
     @app.post("/api/requests/{request_id}/approve")
     async def approve(request_id: str, p: Decides, body: Reason | None = None) -> dict[str, str]:
-        return await decide(request_id, p, ErasureWorkflow.approve, "approved", body.reason if body else "")
+        return await decide(console, request_id, p, ErasureWorkflow.approve, "approved", body.reason if body else "")
 
     @app.post("/api/requests/{request_id}/deny")
     async def deny(request_id: str, body: Reason, p: Decides) -> dict[str, str]:
-        return await decide(request_id, p, ErasureWorkflow.deny, "denied", body.reason)
+        return await decide(console, request_id, p, ErasureWorkflow.deny, "denied", body.reason)
 
     @app.post("/api/requests/{request_id}/cancel")
     async def cancel(request_id: str, body: Reason, p: Cancels) -> dict[str, str]:
-        return await decide(request_id, p, ErasureWorkflow.cancel, "cancelled", body.reason)
+        return await decide(console, request_id, p, ErasureWorkflow.cancel, "cancelled", body.reason)
 
     @app.post("/api/requests/{request_id}/extend")
     async def extend(request_id: str, body: Extension, p: Extends) -> dict[str, str]:
@@ -449,6 +471,20 @@ def create_app(console: Console) -> FastAPI:
         console.audit.append(p.subject, "token_revoked", None, {"token_id": token_id})
         return _token(info)
 
+    if console.oidc is not None and console.oidc_client_id:
+        from starlette.middleware.sessions import SessionMiddleware
+
+        from console.pages import add_pages
+
+        add_pages(app, console.oidc_client_id, f"{console.public_url.rstrip('/')}/auth/callback")
+        app.add_middleware(
+            SessionMiddleware,
+            secret_key=derived_key(console.actor_secret, "console-session").hex(),
+            session_cookie="erasure_console",
+            same_site="lax",
+            https_only=console.public_url.startswith("https://"),
+            max_age=8 * 3600,
+        )
     assert_every_route_guarded(app)
     return app
 

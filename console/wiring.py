@@ -31,4 +31,6 @@ def build_console(settings: Settings, secrets: Secrets, platform: Platform, clie
         receipt_public_key=signing_key(secrets.signing_key).public_key(),
         waiting_seconds=settings.approval_waiting_seconds,
         intake_identity_space=settings.intake_identity_space,
+        oidc_client_id=settings.oidc_client_id,
+        public_url=settings.console_url or f"http://127.0.0.1:{settings.serve_port}",
     )

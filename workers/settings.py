@@ -197,6 +197,15 @@ class Settings(BaseSettings):
         default="roles", description="JWT claim holding the caller's roles (requester, approver, auditor, admin)."
     )
     serve_port: Port = Field(default=8088, description="Port of 'erasure serve' (the compliance API).")
+    oidc_client_id: str = Field(
+        default="erasure-console",
+        description="OIDC client id of the console's pages (a public client: authorization code with PKCE).",
+    )
+    console_url: str = Field(
+        default="",
+        description="Where browsers reach the console (its login redirect URI). Empty: "
+        "http://127.0.0.1:<ERASURE_SERVE_PORT>.",
+    )
     approval_waiting_seconds: int = Field(
         default=0,
         ge=0,

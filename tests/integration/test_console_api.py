@@ -102,7 +102,9 @@ class Api:
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def api(saga: SagaHarness, issuer: LocalIssuer) -> AsyncIterator[Api]:
-    settings = saga.settings.model_copy(update={"oidc_issuer": issuer.url, "oidc_audience": AUDIENCE})
+    settings = saga.settings.model_copy(
+        update={"oidc_issuer": issuer.url, "oidc_audience": AUDIENCE, "console_url": "http://127.0.0.1:8088"}
+    )
     console = build_console(settings, load_secrets(settings), saga.platform, saga.client)
     app = create_app(console)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://console") as http:
@@ -112,7 +114,7 @@ async def api(saga: SagaHarness, issuer: LocalIssuer) -> AsyncIterator[Api]:
 def _routes(app: FastAPI) -> list[tuple[str, str]]:
     out = []
     for route in app.routes:
-        if isinstance(route, APIRoute) and route.path not in PUBLIC_PATHS:
+        if isinstance(route, APIRoute) and route.path.startswith("/api/") and route.path not in PUBLIC_PATHS:
             out.extend((method, route.path) for method in sorted(route.methods))
     return out
 
@@ -544,3 +546,131 @@ async def test_a_csv_upload_files_each_row_and_reports_each_line(api: Api) -> No
         headers={**api.bearer("rita@compliance.example", "requester"), "Content-Type": "text/csv"},
     )
     assert missing.status_code == 422
+
+
+class Browser:
+    """A cookie-keeping client of the console (in process) that follows the login through the real issuer."""
+
+    def __init__(self, api: Api) -> None:
+        self.api = api
+        self.http = httpx.AsyncClient(transport=httpx.ASGITransport(app=api.app), base_url="http://127.0.0.1:8088")
+
+    async def login(self, sub: str, *roles: str) -> None:
+        self.api.issuer.next_login = (sub, list(roles))
+        start = await self.http.get("/login")
+        assert start.status_code == 303
+        to_issuer = start.headers["location"]
+        assert to_issuer.startswith(self.api.issuer.url + "/authorize?")
+        assert "code_challenge_method=S256" in to_issuer
+        async with httpx.AsyncClient() as outside:  # the identity provider is a real server
+            back = await outside.get(to_issuer)
+        assert back.status_code in (302, 307), back.text
+        callback = back.headers["location"].removeprefix("http://127.0.0.1:8088")
+        done = await self.http.get(callback)
+        assert done.status_code == 303, done.text
+        assert done.headers["location"] == "/"
+
+    def csrf(self, page: str) -> str:
+        return page.split('<meta name="csrf" content="', 1)[1].split('"', 1)[0]
+
+    async def close(self) -> None:
+        await self.http.aclose()
+
+
+async def test_people_log_in_with_pkce_file_approve_and_see_the_receipt_valid(api: Api) -> None:
+    console = api.app.state.console
+    target = user_ids(1, 607, prefix="console")[0]
+    await api.saga.seed(APP, [target])
+    assert (await api.http.get("/")).status_code == 303  # no session: to the login
+    rita, amir = Browser(api), Browser(api)
+    try:
+        await rita.login("rita@compliance.example", "requester")
+        verifier_sent = api.issuer.token_requests[-1]["code_verifier"]
+        assert len(verifier_sent) >= 43  # a real PKCE verifier went to the token endpoint
+        form = await rita.http.get("/requests/new")
+        assert form.status_code == 200
+        assert '<label for="user_id">' in form.text
+        forged = await rita.http.post("/requests/new", data={"csrf": "forged", "app_name": APP, "user_id": target})
+        assert forged.status_code == 403  # the CSRF check
+        filed = await rita.http.post(
+            "/requests/new", data={"csrf": rita.csrf(form.text), "app_name": APP, "user_id": target, "reason": "t"}
+        )
+        assert filed.status_code == 303
+        request_id = filed.headers["location"].rsplit("/", 1)[1]
+        await api.wait_for_state(request_id, "pending_approval")
+        mine = await rita.http.get(f"/requests/{request_id}")
+        assert "pending_approval" in mine.text
+        assert "Approve" not in mine.text  # no decision buttons for a requester
+        assert (await rita.http.get("/audit")).status_code == 403
+
+        await amir.login("amir@compliance.example", "approver")
+        page = await amir.http.get(f"/requests/{request_id}")
+        assert "Approve" in page.text
+        approved = await amir.http.post(f"/requests/{request_id}/approve", data={"csrf": amir.csrf(page.text)})
+        assert approved.status_code == 303
+        assert (await api.saga.result(request_id)).status == "completed"
+        progress = (await amir.http.get(f"/requests/{request_id}/progress.json")).json()
+        assert progress["state"] == "completed"
+        assert {"name": "chroma_memory", "state": "done"}.items() <= next(
+            s for s in progress["steps"] if s["name"] == "chroma_memory"
+        ).items()
+        receipt = await amir.http.get(f"/requests/{request_id}/receipt")
+        assert receipt.status_code == 200
+        assert "Signature valid" in receipt.text
+        download = await amir.http.get(f"/requests/{request_id}/receipt.json")
+        assert "attachment" in download.headers["content-disposition"]
+        await amir.http.get("/logout")
+        assert (await amir.http.get("/")).status_code == 303
+    finally:
+        await rita.close()
+        await amir.close()
+    assert console.oidc is not None
+
+
+#: the console's pages: who may open or post what (None: public)
+PAGES: dict[tuple[str, str], set[str]] = {
+    ("GET", "/"): {"requester", "approver", "auditor", "admin"},
+    ("GET", "/requests/new"): {"requester"},
+    ("POST", "/requests/new"): {"requester"},
+    ("GET", "/requests/{request_id}"): {"requester", "approver", "auditor", "admin"},
+    ("GET", "/requests/{request_id}/progress.json"): {"requester", "approver", "auditor", "admin"},
+    ("POST", "/requests/{request_id}/approve"): {"approver"},
+    ("POST", "/requests/{request_id}/deny"): {"approver"},
+    ("POST", "/requests/{request_id}/cancel"): {"requester", "approver"},
+    ("GET", "/requests/{request_id}/receipt"): {"requester", "approver", "auditor"},
+    ("GET", "/requests/{request_id}/receipt.json"): {"requester", "approver", "auditor"},
+    ("GET", "/audit"): {"auditor", "admin"},
+    ("GET", "/tokens"): {"admin"},
+    ("POST", "/tokens"): {"admin"},
+}
+
+
+async def test_every_page_with_every_role_and_without_a_session(api: Api) -> None:
+    pages = [
+        (method, route.path)
+        for route in api.app.routes
+        if isinstance(route, APIRoute) and not route.path.startswith("/api/") and route.path not in PUBLIC_PATHS
+        for method in sorted(route.methods)
+    ]
+    assert sorted(pages) == sorted(PAGES), "a page was added or removed: extend the matrix"
+    anonymous = Browser(api)
+    browsers = {role: Browser(api) for role in ROLES}
+    try:
+        for role, browser in browsers.items():
+            await browser.login(f"page-walker-{role}@x.example", role)
+        for method, path in pages:
+            url = path.replace("{request_id}", "er_nosuchrequest0000000")
+            reply = await anonymous.http.request(method, url)
+            assert reply.status_code == 303, (method, path)
+            assert reply.headers["location"] == "/login"
+            for role, browser in browsers.items():
+                data = {"csrf": browser.csrf((await browser.http.get("/")).text), "reason": "walk", "name": "walk"}
+                reply = await browser.http.request(method, url, data=data if method == "POST" else None)
+                if role in PAGES[(method, path)]:
+                    assert reply.status_code not in (401, 403), (method, path, role, reply.status_code)
+                else:
+                    assert reply.status_code == 403, (method, path, role, reply.status_code)
+    finally:
+        await anonymous.close()
+        for browser in browsers.values():
+            await browser.close()

@@ -36,6 +36,7 @@ HISTORIES = Path(__file__).resolve().parents[1] / "histories"
         "erasure_failed_lifts_fence.json",  # the same path, a step failing for good: the fence lifted, then finish
         "erasure_plan.json",  # filed with a plan: erase_store per planned store (six, the response cache too)
         "erasure_plan_chroma.json",  # the same code path, recorded after the Chroma adapter was added (seven)
+        "erasure_approved.json",  # filed for approval: extend_due and approve updates, a webhook per state
         "verify_completed.json",
         "verify_plan.json",  # one check per planned store, then the fence
         "verify_plan_chroma.json",  # seven store checks and the fence

@@ -1,0 +1,335 @@
+"""The web console: server-rendered pages for people, logged in with OIDC (authorization code + PKCE).
+
+``/login`` sends the browser to the identity provider with a fresh PKCE verifier's S256 challenge, a
+``state`` and a ``nonce`` kept in the signed session cookie; ``/auth/callback`` checks the state,
+redeems the code with the verifier at the token endpoint, and validates the access token exactly as the
+API does (``OidcVerifier``). The session then holds the principal (subject, roles, name) until the
+token's expiry. Every page and form declares its permission like the API's routes (deny by default); a
+page without a session redirects to ``/login``. Forms carry a per-session CSRF token. Live progress on a
+request's page is a small script polling that page's JSON view; everything works without it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import secrets
+import time
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+import httpx
+from fastapi import Depends, FastAPI, Form, HTTPException, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+
+from console.app import (
+    _GUARD,
+    PERMISSIONS,
+    _console,
+    _row,
+    _summary,
+    decide,
+    file_one,
+)
+from console.identity import ROLES, Principal
+from console.oidc import InvalidToken
+from console.tokens import TokenError
+from stores.requests import ACTIVE_STATES, FINAL_STATES
+from workers.service import RequestRefused
+from workflows.erasure import ErasureWorkflow
+
+TEMPLATES = Jinja2Templates(directory=str(Path(__file__).with_name("templates")))
+STATES = (*ACTIVE_STATES, *FINAL_STATES)
+
+
+class LoginRequired(Exception):
+    """No session: the page answers with a redirect to ``/login``."""
+
+
+def session_principal(request: Request) -> Principal | None:
+    data = request.session.get("principal")
+    if not data or data.get("exp", 0) < time.time():
+        return None
+    return Principal(data["sub"], frozenset(data["roles"]), "oidc", data.get("name", ""))
+
+
+def require_page(permission: str) -> Any:
+    allowed = PERMISSIONS[permission]
+
+    def guard(request: Request) -> Principal:
+        principal = session_principal(request)
+        if principal is None:
+            raise LoginRequired
+        if not principal.roles & allowed:
+            raise HTTPException(403, f"needs one of the roles: {', '.join(sorted(allowed))}")
+        return principal
+
+    setattr(guard, _GUARD, permission)
+    return guard
+
+
+PageReads = Annotated[Principal, Depends(require_page("requests:read"))]
+PageFiles = Annotated[Principal, Depends(require_page("requests:file"))]
+PageDecides = Annotated[Principal, Depends(require_page("requests:decide"))]
+PageCancels = Annotated[Principal, Depends(require_page("requests:cancel"))]
+PageReceipts = Annotated[Principal, Depends(require_page("receipts:read"))]
+PageAudits = Annotated[Principal, Depends(require_page("audit:read"))]
+PageTokens = Annotated[Principal, Depends(require_page("tokens:manage"))]
+
+
+def _csrf(request: Request) -> str:
+    token = request.session.get("csrf")
+    if not token:
+        token = secrets.token_urlsafe(24)
+        request.session["csrf"] = token
+    return str(token)
+
+
+def _check_csrf(request: Request, given: str) -> None:
+    if not given or not secrets.compare_digest(given, str(request.session.get("csrf", ""))):
+        raise HTTPException(403, "the form is stale or was not sent by this console (CSRF check)")
+
+
+def _page(request: Request, name: str, principal: Principal | None, **context: Any) -> HTMLResponse:
+    return TEMPLATES.TemplateResponse(
+        request, name, {"principal": principal, "csrf": _csrf(request), "title": name.split(".")[0], **context}
+    )
+
+
+def _challenge(verifier: str) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+
+
+def add_pages(app: FastAPI, client_id: str, redirect_uri: str) -> None:
+    """Mount the console's pages on the API's app (same permissions, cookie sessions instead of bearers)."""
+
+    @app.exception_handler(LoginRequired)
+    async def to_login(_request: Request, _exc: LoginRequired) -> Response:
+        return RedirectResponse("/login", status_code=303)
+
+    @app.get("/login", include_in_schema=False)
+    async def login(request: Request) -> Response:
+        oidc = _console(request).oidc
+        if oidc is None:
+            raise HTTPException(503, "no identity provider is configured (ERASURE_OIDC_ISSUER)")
+        verifier, state, nonce = secrets.token_urlsafe(48), secrets.token_urlsafe(16), secrets.token_urlsafe(16)
+        request.session["pkce"] = {"verifier": verifier, "state": state, "nonce": nonce}
+        query = urlencode(
+            {
+                "response_type": "code",
+                "client_id": client_id,
+                "redirect_uri": redirect_uri,
+                "scope": "openid profile email",
+                "state": state,
+                "nonce": nonce,
+                "code_challenge": _challenge(verifier),
+                "code_challenge_method": "S256",
+            }
+        )
+        return RedirectResponse(f"{oidc.discovery()['authorization_endpoint']}?{query}", status_code=303)
+
+    @app.get("/auth/callback", include_in_schema=False)
+    async def callback(request: Request, code: str = "", state: str = "") -> Response:
+        oidc = _console(request).oidc
+        pending = request.session.pop("pkce", None)
+        if oidc is None or not pending or not code or not secrets.compare_digest(state, pending["state"]):
+            raise HTTPException(400, "the login was not started here or has expired; log in again")
+        async with httpx.AsyncClient(timeout=10.0) as http:
+            reply = await http.post(
+                oidc.discovery()["token_endpoint"],
+                data={
+                    "grant_type": "authorization_code",
+                    "code": code,
+                    "redirect_uri": redirect_uri,
+                    "client_id": client_id,
+                    "code_verifier": pending["verifier"],
+                },
+            )
+        if reply.status_code != 200:
+            raise HTTPException(401, "the identity provider refused the login")
+        tokens = reply.json()
+        try:
+            principal = oidc.verify(str(tokens.get("access_token", "")))
+        except InvalidToken as exc:
+            raise HTTPException(401, f"the login's token is not valid: {exc}") from None
+        expires = time.time() + min(int(tokens.get("expires_in", 3600)), 8 * 3600)
+        request.session["principal"] = {
+            "sub": principal.subject,
+            "roles": sorted(principal.roles),
+            "name": principal.name,
+            "exp": expires,
+        }
+        return RedirectResponse("/", status_code=303)
+
+    @app.get("/logout", include_in_schema=False)
+    async def logout(request: Request) -> Response:
+        request.session.clear()
+        return RedirectResponse("/login", status_code=303)
+
+    @app.get("/", include_in_schema=False)
+    async def requests_page(request: Request, p: PageReads, state: str = "") -> HTMLResponse:
+        console = _console(request)
+        rows = console.platform.requests.list_requests(state or None, 200)
+        if not (p.roles - {"requester"}):
+            rows = [r for r in rows if console.platform.requests.requested(r)[1] == p.subject]
+        return _page(request, "requests.html", p, rows=[_summary(console, r) for r in rows], states=STATES, state=state)
+
+    @app.get("/requests/new", include_in_schema=False)
+    async def new_page(request: Request, p: PageFiles) -> HTMLResponse:
+        return _page(request, "new_request.html", p)
+
+    @app.post("/requests/new", include_in_schema=False)
+    async def new_submit(
+        request: Request,
+        p: PageFiles,
+        csrf: Annotated[str, Form()] = "",
+        app_name: Annotated[str, Form()] = "",
+        user_id: Annotated[str, Form()] = "",
+        reason: Annotated[str, Form()] = "",
+        contact_email: Annotated[str, Form()] = "",
+    ) -> Response:
+        _check_csrf(request, csrf)
+        try:
+            filed = await file_one(_console(request), p, app_name, user_id, reason or None, None, contact_email or None)
+        except RequestRefused as exc:
+            return _page(request, "new_request.html", p, message=f"Not filed: {exc}")
+        return RedirectResponse(f"/requests/{filed.request_id}", status_code=303)
+
+    @app.get("/requests/{request_id}", include_in_schema=False)
+    async def request_page(request: Request, request_id: str, p: PageReads) -> HTMLResponse:
+        console = _console(request)
+        row = _row(console, request_id, p)
+        view = await _progress_view(request, request_id, p)
+        return _page(
+            request,
+            "request.html",
+            p,
+            r=_summary(console, row),
+            steps=view["steps"],
+            audit=[
+                {"at": e.at.isoformat(), "action": e.action, "actor": e.actor}
+                for e in console.audit.entries(request_id)
+            ],
+            can_decide="approver" in p.roles,
+            can_cancel=bool(p.roles & {"requester", "approver"}),
+            receipt_ready=row.state in ("completed", "verification_failed") and view["receipt"],
+        )
+
+    async def _progress_view(request: Request, request_id: str, p: Principal) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        from verifier.receipt_activity import load_receipt
+        from workers.service import progress
+
+        console = _console(request)
+        row = _row(console, request_id, p)
+        found = await progress(console.client, request_id)
+        steps = [asdict(s) for s in found.steps] if found else []
+        receipt = row.state in ("completed", "verification_failed") and load_receipt(console.platform, request_id)
+        return {"state": row.state, "steps": steps, "receipt": bool(receipt)}
+
+    @app.get("/requests/{request_id}/progress.json", include_in_schema=False)
+    async def progress_json(request: Request, request_id: str, p: PageReads) -> JSONResponse:
+        return JSONResponse(await _progress_view(request, request_id, p))
+
+    updates = {"approved": ErasureWorkflow.approve, "denied": ErasureWorkflow.deny, "cancelled": ErasureWorkflow.cancel}
+
+    async def _decision(
+        request: Request, request_id: str, p: Principal, csrf: str, action: str, reason: str
+    ) -> Response:
+        _check_csrf(request, csrf)
+        update = updates
+        try:
+            await decide(_console(request), request_id, p, update[action], action, reason)
+        except HTTPException as exc:
+            if exc.status_code != 409:
+                raise
+            return _page(request, "denied.html", p, why=exc.detail)
+        return RedirectResponse(f"/requests/{request_id}", status_code=303)
+
+    @app.post("/requests/{request_id}/approve", include_in_schema=False)
+    async def approve_form(
+        request: Request, request_id: str, p: PageDecides, csrf: Annotated[str, Form()] = ""
+    ) -> Response:
+        return await _decision(request, request_id, p, csrf, "approved", "")
+
+    @app.post("/requests/{request_id}/deny", include_in_schema=False)
+    async def deny_form(
+        request: Request,
+        request_id: str,
+        p: PageDecides,
+        csrf: Annotated[str, Form()] = "",
+        reason: Annotated[str, Form()] = "",
+    ) -> Response:
+        return await _decision(request, request_id, p, csrf, "denied", reason)
+
+    @app.post("/requests/{request_id}/cancel", include_in_schema=False)
+    async def cancel_form(
+        request: Request,
+        request_id: str,
+        p: PageCancels,
+        csrf: Annotated[str, Form()] = "",
+        reason: Annotated[str, Form()] = "",
+    ) -> Response:
+        return await _decision(request, request_id, p, csrf, "cancelled", reason)
+
+    async def _receipt(request: Request, request_id: str, p: Principal) -> tuple[dict[str, Any], bool, str, Any]:
+        from verifier.receipt import verify
+        from verifier.receipt_activity import load_receipt
+
+        console = _console(request)
+        row = _row(console, request_id, p)
+        document = load_receipt(console.platform, row.request_id)
+        if document is None:
+            raise HTTPException(404, "no receipt yet")
+        try:
+            body, valid, why = verify(document, console.receipt_public_key), True, ""
+        except Exception as exc:  # shown as not valid, never as valid
+            body, valid, why = None, False, type(exc).__name__
+        console.audit.append(p.subject, "receipt_downloaded", request_id, {"signature_valid": valid})
+        return document, valid, why, body
+
+    @app.get("/requests/{request_id}/receipt", include_in_schema=False)
+    async def receipt_page(request: Request, request_id: str, p: PageReceipts) -> HTMLResponse:
+        _document, valid, why, body = await _receipt(request, request_id, p)
+        pretty = json.dumps(body, indent=2, sort_keys=True) if body else ""
+        return _page(request, "receipt.html", p, request_id=request_id, valid=valid, why=why, body=pretty)
+
+    @app.get("/requests/{request_id}/receipt.json", include_in_schema=False)
+    async def receipt_download(request: Request, request_id: str, p: PageReceipts) -> JSONResponse:
+        document, _valid, _why, _body = await _receipt(request, request_id, p)
+        headers = {"Content-Disposition": f'attachment; filename="receipt-{request_id}.json"'}
+        return JSONResponse(document, headers=headers)
+
+    @app.get("/audit", include_in_schema=False)
+    async def audit_page(request: Request, p: PageAudits) -> HTMLResponse:
+        console = _console(request)
+        entries = [
+            {"seq": e.seq, "at": e.at.isoformat(), "actor": e.actor, "action": e.action, "request_id": e.request_id}
+            for e in console.audit.entries(None, 500)
+        ]
+        return _page(request, "audit.html", p, entries=entries, chain=console.audit.verify())
+
+    @app.get("/tokens", include_in_schema=False)
+    async def tokens_page(request: Request, p: PageTokens) -> HTMLResponse:
+        return _page(request, "tokens.html", p, tokens=_console(request).tokens.list(), roles=ROLES, new_token="")
+
+    @app.post("/tokens", include_in_schema=False)
+    async def tokens_create(
+        request: Request,
+        p: PageTokens,
+        csrf: Annotated[str, Form()] = "",
+        name: Annotated[str, Form()] = "",
+        role: Annotated[str, Form()] = "",
+    ) -> HTMLResponse:
+        _check_csrf(request, csrf)
+        console = _console(request)
+        try:
+            info, token = console.tokens.create(name, [role], p.subject)
+        except TokenError as exc:
+            return _page(request, "tokens.html", p, tokens=console.tokens.list(), roles=ROLES, message=str(exc))
+        console.audit.append(p.subject, "token_created", None, {"token_id": info.token_id, "roles": info.roles})
+        return _page(request, "tokens.html", p, tokens=console.tokens.list(), roles=ROLES, new_token=token)
