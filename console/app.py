@@ -266,6 +266,33 @@ async def decide(
     return {"decision": decision}
 
 
+@dataclass(frozen=True)
+class OpenedReceipt:
+    document: dict[str, Any]
+    valid: bool
+    why: str  # why the signature does not verify ("" when valid)
+    body: dict[str, Any] | None
+
+
+async def open_receipt(console: Console, request_id: str, p: Principal) -> OpenedReceipt:
+    """The request's stored receipt with its signature checked (a receipt that does not verify is shown
+    as such, never as valid); the download is audited."""
+    from verifier.receipt import verify
+    from verifier.receipt_activity import load_receipt
+
+    row = _row(console, request_id, p)
+    document = await asyncio.to_thread(load_receipt, console.platform, row.request_id)
+    if document is None:
+        raise HTTPException(404, "no receipt yet")
+    try:
+        body: dict[str, Any] | None = verify(document, console.receipt_public_key)
+        valid, why = True, ""
+    except Exception as exc:  # any failure to verify is a receipt that is not valid
+        body, valid, why = None, False, type(exc).__name__
+    console.audit.append(p.subject, "receipt_downloaded", request_id, {"signature_valid": valid})
+    return OpenedReceipt(document, valid, why, body)
+
+
 def _entry(e: Any) -> dict[str, Any]:
     out = asdict(e)
     out["at"] = e.at.isoformat()
@@ -405,20 +432,8 @@ def create_app(console: Console) -> FastAPI:
 
     @app.get("/api/requests/{request_id}/receipt")
     async def receipt(request_id: str, p: Receipts) -> dict[str, Any]:
-        from verifier.receipt import verify
-        from verifier.receipt_activity import load_receipt
-
-        row = _row(console, request_id, p)
-        document = await asyncio.to_thread(load_receipt, console.platform, row.request_id)
-        if document is None:
-            raise HTTPException(404, "no receipt yet")
-        try:
-            body = verify(document, console.receipt_public_key)
-            valid, why = True, ""
-        except Exception as exc:  # a receipt that does not verify is shown as such, never as valid
-            body, valid, why = None, False, type(exc).__name__
-        console.audit.append(p.subject, "receipt_downloaded", request_id, {"signature_valid": valid})
-        return {"signature_valid": valid, "why": why, "body": body, "document": document}
+        opened = await open_receipt(console, request_id, p)
+        return {"signature_valid": opened.valid, "why": opened.why, "body": opened.body, "document": opened.document}
 
     @app.get("/api/audit")
     async def audit(p: Audits, request_id: str | None = None, limit: int = 500) -> list[dict[str, Any]]:

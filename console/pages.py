@@ -33,6 +33,7 @@ from console.app import (
     _summary,
     decide,
     file_one,
+    open_receipt,
 )
 from console.identity import ROLES, Principal
 from console.oidc import InvalidToken
@@ -276,33 +277,17 @@ def add_pages(app: FastAPI, client_id: str, redirect_uri: str) -> None:
     ) -> Response:
         return await _decision(request, request_id, p, csrf, "cancelled", reason)
 
-    async def _receipt(request: Request, request_id: str, p: Principal) -> tuple[dict[str, Any], bool, str, Any]:
-        from verifier.receipt import verify
-        from verifier.receipt_activity import load_receipt
-
-        console = _console(request)
-        row = _row(console, request_id, p)
-        document = load_receipt(console.platform, row.request_id)
-        if document is None:
-            raise HTTPException(404, "no receipt yet")
-        try:
-            body, valid, why = verify(document, console.receipt_public_key), True, ""
-        except Exception as exc:  # shown as not valid, never as valid
-            body, valid, why = None, False, type(exc).__name__
-        console.audit.append(p.subject, "receipt_downloaded", request_id, {"signature_valid": valid})
-        return document, valid, why, body
-
     @app.get("/requests/{request_id}/receipt", include_in_schema=False)
     async def receipt_page(request: Request, request_id: str, p: PageReceipts) -> HTMLResponse:
-        _document, valid, why, body = await _receipt(request, request_id, p)
-        pretty = json.dumps(body, indent=2, sort_keys=True) if body else ""
-        return _page(request, "receipt.html", p, request_id=request_id, valid=valid, why=why, body=pretty)
+        opened = await open_receipt(_console(request), request_id, p)
+        pretty = json.dumps(opened.body, indent=2, sort_keys=True) if opened.body else ""
+        return _page(request, "receipt.html", p, request_id=request_id, valid=opened.valid, why=opened.why, body=pretty)
 
     @app.get("/requests/{request_id}/receipt.json", include_in_schema=False)
     async def receipt_download(request: Request, request_id: str, p: PageReceipts) -> JSONResponse:
-        document, _valid, _why, _body = await _receipt(request, request_id, p)
+        opened = await open_receipt(_console(request), request_id, p)
         headers = {"Content-Disposition": f'attachment; filename="receipt-{request_id}.json"'}
-        return JSONResponse(document, headers=headers)
+        return JSONResponse(opened.document, headers=headers)
 
     @app.get("/audit", include_in_schema=False)
     async def audit_page(request: Request, p: PageAudits) -> HTMLResponse:
