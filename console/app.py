@@ -32,6 +32,7 @@ from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.converter import PayloadCodec
 from temporalio.service import RPCError
 
 from console.audit import AuditLog
@@ -59,6 +60,7 @@ PERMISSIONS: dict[str, frozenset[str]] = {
     "audit:read": frozenset({"auditor", "admin"}),
     "holds:manage": frozenset({"admin"}),
     "tokens:manage": frozenset({"admin"}),
+    "history:read": frozenset({"approver", "auditor", "admin"}),  # Temporal UI, decoded
 }
 PUBLIC_PATHS = frozenset({"/healthz", "/openapi.json", "/login", "/auth/callback", "/logout"})
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
@@ -81,6 +83,10 @@ class Console:
     intake_identity_space: str = "user_id"
     oidc_client_id: str = ""  # the console's pages (login with PKCE); empty: the API only
     public_url: str = ""  # where browsers reach the console (the login's redirect URI)
+    codec: PayloadCodec | None = None  # Temporal's payload codec: /codec/decode for Temporal UI
+    codec_origins: frozenset[str] = frozenset()  # browser origins allowed to call /codec/decode
+    temporal_ui_upstream: str | None = None  # a Temporal UI (public path /temporal) proxied behind the login
+    cross_site_cookie: bool = False  # SameSite=None session cookie (a Temporal UI on another site decodes)
 
 
 # ----- authentication and permissions -------------------------------------------------------------------
@@ -486,20 +492,27 @@ def create_app(console: Console) -> FastAPI:
         console.audit.append(p.subject, "token_revoked", None, {"token_id": token_id})
         return _token(info)
 
+    from console.temporal_ui import SESSION_COOKIE, CodecOrigins, add_codec, add_temporal_ui_proxy
+
+    if console.codec is not None:
+        add_codec(app, console.codec)
     if console.oidc is not None and console.oidc_client_id:
         from starlette.middleware.sessions import SessionMiddleware
 
         from console.pages import add_pages
 
         add_pages(app, console.oidc_client_id, f"{console.public_url.rstrip('/')}/auth/callback")
+        if console.temporal_ui_upstream:
+            add_temporal_ui_proxy(app, console.temporal_ui_upstream)
         app.add_middleware(
             SessionMiddleware,
             secret_key=derived_key(console.actor_secret, "console-session").hex(),
-            session_cookie="erasure_console",
-            same_site="lax",
-            https_only=console.public_url.startswith("https://"),
+            session_cookie=SESSION_COOKIE,
+            same_site="none" if console.cross_site_cookie else "lax",
+            https_only=console.cross_site_cookie or console.public_url.startswith("https://"),
             max_age=8 * 3600,
         )
+    app.add_middleware(CodecOrigins, allowed=console.codec_origins)
     assert_every_route_guarded(app)
     return app
 

@@ -96,7 +96,16 @@ def _check_csrf(request: Request, given: str) -> None:
 
 def _page(request: Request, name: str, principal: Principal | None, **context: Any) -> HTMLResponse:
     return TEMPLATES.TemplateResponse(
-        request, name, {"principal": principal, "csrf": _csrf(request), "title": name.split(".")[0], **context}
+        request,
+        name,
+        {
+            "principal": principal,
+            "csrf": _csrf(request),
+            "title": name.split(".")[0],
+            "temporal_ui": _console(request).settings.ui_url,
+            "can_browse_history": bool(principal and principal.roles & PERMISSIONS["history:read"]),
+            **context,
+        },
     )
 
 
@@ -108,7 +117,9 @@ def add_pages(app: FastAPI, client_id: str, redirect_uri: str) -> None:
     """Mount the console's pages on the API's app (same permissions, cookie sessions instead of bearers)."""
 
     @app.exception_handler(LoginRequired)
-    async def to_login(_request: Request, _exc: LoginRequired) -> Response:
+    async def to_login(request: Request, _exc: LoginRequired) -> Response:
+        if request.method == "GET":  # back to this page once logged in
+            request.session["next"] = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         return RedirectResponse("/login", status_code=303)
 
     @app.get("/login", include_in_schema=False)
@@ -163,7 +174,9 @@ def add_pages(app: FastAPI, client_id: str, redirect_uri: str) -> None:
             "name": principal.name,
             "exp": expires,
         }
-        return RedirectResponse("/", status_code=303)
+        back = str(request.session.pop("next", "/"))
+        safe = back.startswith("/") and not back.startswith("//") and "\\" not in back
+        return RedirectResponse(back if safe else "/", status_code=303)
 
     @app.get("/logout", include_in_schema=False)
     async def logout(request: Request) -> Response:

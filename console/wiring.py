@@ -10,6 +10,7 @@ from console.oidc import OidcVerifier
 from console.tokens import TokenStore
 from stores.platform import Platform
 from verifier.receipt import signing_key
+from workers.codec import EncryptionCodec
 from workers.local_secrets import Secrets
 from workers.settings import Settings
 
@@ -32,5 +33,9 @@ def build_console(settings: Settings, secrets: Secrets, platform: Platform, clie
         waiting_seconds=settings.approval_waiting_seconds,
         intake_identity_space=settings.intake_identity_space,
         oidc_client_id=settings.oidc_client_id,
-        public_url=settings.console_url or f"http://127.0.0.1:{settings.serve_port}",
+        public_url=settings.console_base_url,
+        codec=EncryptionCodec(secrets.payload_key),
+        codec_origins=settings.codec_origins,
+        temporal_ui_upstream=settings.ui_proxy_upstream,
+        cross_site_cookie=settings.console_cross_site_cookie,
     )

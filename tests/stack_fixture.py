@@ -39,7 +39,8 @@ def free_port_block(size: int, exclude: set[int] | None = None) -> int:
 def make_test_settings(state_dir: Path, **overrides: str) -> Settings:
     used: set[int] = set()
     ports: dict[str, int] = {}
-    for name, size in (("pg", 1), ("s3", 8), ("kms", 1), ("temporal", 1), ("ui", 1), ("cache", 1)):
+    blocks = (("pg", 1), ("s3", 8), ("kms", 1), ("temporal", 1), ("ui", 1), ("cache", 1), ("idp", 1), ("serve", 1))
+    for name, size in blocks:
         base = free_port_block(size, used)
         used |= set(range(base, base + size))
         ports[name] = base
@@ -51,6 +52,8 @@ def make_test_settings(state_dir: Path, **overrides: str) -> Settings:
         "ERASURE_TEMPORAL_PORT": str(ports["temporal"]),
         "ERASURE_TEMPORAL_UI_PORT": str(ports["ui"]),
         "ERASURE_CACHE_PORT": str(ports["cache"]),
+        "ERASURE_IDP_PORT": str(ports["idp"]),
+        "ERASURE_SERVE_PORT": str(ports["serve"]),
         "ERASURE_INGESTION_DELAY_SECONDS": "2",
         "ERASURE_LOG_FORMAT": "json",
         # a fixed payload key, so histories recorded by one test run replay in another (tests/histories/)

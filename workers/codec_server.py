@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
+import json
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -31,6 +32,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 from temporalio.api.common.v1 import Payload
+from temporalio.converter import PayloadCodec
 
 from workers.codec import EncryptionCodec
 from workers.errors import ConfigError
@@ -100,26 +102,30 @@ def _payloads(body: Any) -> list[Payload]:
         raise BadInput("a payload is not a Temporal Payload in JSON form") from None
 
 
+async def decode_response(codec: PayloadCodec, raw: bytes) -> JSONResponse:
+    """The codec protocol's ``/decode`` answer for a request body (also served by the console's ``/codec``)."""
+    if len(raw) > MAX_BODY:
+        return JSONResponse({"error": "request too large"}, status_code=413)
+    try:
+        payloads = _payloads(json.loads(raw))
+    except BadInput as exc:
+        return JSONResponse({"error": str(exc)}, status_code=400)
+    except ValueError:
+        return JSONResponse({"error": "the body is not JSON"}, status_code=400)
+    try:
+        decoded = await codec.decode(payloads)
+    except Exception:  # wrong key, tampered ciphertext, unknown key id: one answer, no detail
+        return JSONResponse({"error": "a payload could not be decoded"}, status_code=400)
+    return JSONResponse({"payloads": [json_format.MessageToDict(p) for p in decoded]})
+
+
 def create_app(codec: EncryptionCodec, *, token: str, ui_url: str, allowed_hosts: list[str]) -> Starlette:
     if len(token) < MIN_TOKEN_LENGTH:
         raise ConfigError(f"ERASURE_CODEC_TOKEN must be at least {MIN_TOKEN_LENGTH} characters")
     origin = _origin(ui_url)
 
     async def decode(request: Request) -> JSONResponse:
-        raw = await request.body()
-        if len(raw) > MAX_BODY:
-            return JSONResponse({"error": "request too large"}, status_code=413)
-        try:
-            payloads = _payloads(await request.json())
-        except BadInput as exc:
-            return JSONResponse({"error": str(exc)}, status_code=400)
-        except ValueError:
-            return JSONResponse({"error": "the body is not JSON"}, status_code=400)
-        try:
-            decoded = await codec.decode(payloads)
-        except Exception:  # wrong key, tampered ciphertext, unknown key id: one answer, no detail
-            return JSONResponse({"error": "a payload could not be decoded"}, status_code=400)
-        return JSONResponse({"payloads": [json_format.MessageToDict(p) for p in decoded]})
+        return await decode_response(codec, await request.body())
 
     return Starlette(
         routes=[Route("/decode", decode, methods=["POST"])],

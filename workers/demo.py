@@ -8,9 +8,6 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from temporalio.api.enums.v1 import TaskQueueType
-from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
 from stores.fingerprint import snapshot
@@ -20,7 +17,7 @@ from verifier.receipt import document_bytes, verify_bytes
 from verifier.receipt_activity import load_receipt
 from workers.local_secrets import load_secrets
 from workers.progress_view import LiveDisplay, render, render_verifications
-from workers.service import file_request, progress, ui_link
+from workers.service import file_request, progress, ui_link, worker_polling
 from workers.settings import Settings
 from workers.stack import launcher
 from workers.temporal_client import connect
@@ -32,20 +29,9 @@ APP = "demo-support"
 DEMO_DELAY_SECONDS = 5
 
 
-async def _has_worker(client: Client, settings: Settings) -> bool:
-    resp = await client.workflow_service.describe_task_queue(
-        DescribeTaskQueueRequest(
-            namespace=settings.temporal_namespace,
-            task_queue=TaskQueue(name=settings.task_queue),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
-        )
-    )
-    return len(resp.pollers) > 0
-
-
 @contextlib.asynccontextmanager
 async def _worker_if_needed(client: Client, settings: Settings, platform: Platform) -> AsyncIterator[bool]:
-    if await _has_worker(client, settings):
+    if await worker_polling(client, settings):
         yield False
         return
     worker = build_worker(client, settings.task_queue, platform, load_secrets(settings).signing_key)

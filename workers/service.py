@@ -210,3 +210,19 @@ def days_left(row: ErasureRequestRow, now: datetime | None = None) -> int:
 
 def ui_link(settings: Settings, request_id: str) -> str:
     return f"{settings.ui_url}/namespaces/{settings.temporal_namespace}/workflows/{workflow_id(request_id)}"
+
+
+async def worker_polling(client: Client, settings: Settings) -> bool:
+    """Whether a worker polls the settings' task queue for activities (one is running)."""
+    from temporalio.api.enums.v1 import TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+    resp = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=settings.temporal_namespace,
+            task_queue=TaskQueue(name=settings.task_queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+        )
+    )
+    return len(resp.pollers) > 0

@@ -26,7 +26,7 @@ from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic.fields import FieldInfo
@@ -97,7 +97,28 @@ class Settings(BaseSettings):
     temporal_port: Port = Field(default=7233, description="Port of the local Temporal dev server (gRPC).")
     temporal_ui_port: Port = Field(default=8233, description="Port of the local Temporal web UI.")
     temporal_ui_url: str = Field(
-        default="", description="Base URL of Temporal UI for links. Empty: the local UI's URL."
+        default="",
+        description="Base URL of Temporal UI for links (the console's /temporal when it proxies the UI). Empty: "
+        "the console's /temporal in local mode (the local UI, decoded behind the console's login).",
+    )
+    temporal_ui_upstream: str = Field(
+        default="",
+        description="A Temporal UI served under the public path /temporal that the console proxies behind its "
+        "login (so the UI's codec calls carry the console session). Empty: the local UI in local mode, none in "
+        "production; 'none': no proxy.",
+    )
+    codec_allowed_origins: str = Field(
+        default="",
+        description="Comma-separated browser origins of Temporal UIs on another origin allowed to call the "
+        "console's /codec/decode (e.g. https://cloud.temporal.io). The console's own origin is always allowed.",
+    )
+    console_cross_site_cookie: bool = Field(
+        default=False,
+        description="true: the console's session cookie is SameSite=None; Secure, so a Temporal UI on another "
+        "site (Temporal Cloud) sends it to /codec/decode with 'include cross-origin credentials' (HTTPS only).",
+    )
+    idp_port: Port = Field(
+        default=8090, description="Port of the local stack's identity provider (demo logins for the console)."
     )
     temporal_namespace: str = Field(default="default", min_length=1, description="Temporal namespace.")
     temporal_tls: bool = Field(
@@ -405,9 +426,43 @@ class Settings(BaseSettings):
 
     @property
     def ui_url(self) -> str:
+        """Where people open Temporal UI: the configured URL, else the local UI behind the console."""
         if self.temporal_ui_url:
             return self.temporal_ui_url.rstrip("/")
+        if self.ui_proxy_upstream is not None:
+            return f"{self.console_base_url}/temporal"
+        return self.local_ui_url
+
+    @property
+    def local_ui_url(self) -> str:
+        """The local dev server's own UI (served under /temporal; payloads stay ciphertext there)."""
+        return f"http://127.0.0.1:{self.temporal_ui_port}/temporal"
+
+    @property
+    def console_base_url(self) -> str:
+        return (self.console_url or f"http://127.0.0.1:{self.serve_port}").rstrip("/")
+
+    @property
+    def ui_proxy_upstream(self) -> str | None:
+        """The Temporal UI the console proxies at /temporal, or ``None``."""
+        if self.temporal_ui_upstream == "none":
+            return None
+        if self.temporal_ui_upstream:
+            return self.temporal_ui_upstream.rstrip("/")
+        if self.production or not self.embedded_temporal:
+            return None
         return f"http://127.0.0.1:{self.temporal_ui_port}"
+
+    @property
+    def codec_origins(self) -> frozenset[str]:
+        """Browser origins allowed to call the console's codec endpoint."""
+        given = {o.strip().rstrip("/") for o in self.codec_allowed_origins.split(",") if o.strip()}
+        own = urlsplit(self.console_base_url)
+        return frozenset({*given, f"{own.scheme}://{own.netloc}"})
+
+    @property
+    def local_idp_url(self) -> str:
+        return f"http://127.0.0.1:{self.idp_port}"
 
     @property
     def postgres_url(self) -> str:
@@ -476,6 +531,8 @@ class Settings(BaseSettings):
             "s3": self.s3_port,
             "kms": self.kms_port,
             "cache": self.cache_port,
+            "idp": self.idp_port,
+            "console": self.serve_port,
         }
 
     @property

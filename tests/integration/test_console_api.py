@@ -42,6 +42,8 @@ from workflows.contracts import workflow_id
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
 APP = "console-app"
+PROXIED = ("GET", "POST", "PUT", "PATCH", "DELETE")
+API_PREFIXES = ("/api/", "/codec/")  # bearer-token routes; the rest are pages (a session, else the login)
 
 #: who may call what: the spec the app is checked against (None: any authenticated role)
 ALLOWED: dict[tuple[str, str], set[str] | None] = {
@@ -63,6 +65,7 @@ ALLOWED: dict[tuple[str, str], set[str] | None] = {
     ("GET", "/api/tokens"): {"admin"},
     ("POST", "/api/tokens"): {"admin"},
     ("DELETE", "/api/tokens/{token_id}"): {"admin"},
+    ("POST", "/codec/decode"): {"approver", "auditor", "admin"},  # Temporal UI's codec calls
 }
 
 
@@ -114,7 +117,7 @@ async def api(saga: SagaHarness, issuer: LocalIssuer) -> AsyncIterator[Api]:
 def _routes(app: FastAPI) -> list[tuple[str, str]]:
     out = []
     for route in app.routes:
-        if isinstance(route, APIRoute) and route.path.startswith("/api/") and route.path not in PUBLIC_PATHS:
+        if isinstance(route, APIRoute) and route.path.startswith(API_PREFIXES) and route.path not in PUBLIC_PATHS:
             out.extend((method, route.path) for method in sorted(route.methods))
     return out
 
@@ -127,6 +130,7 @@ async def test_every_route_with_every_role_and_without_credentials(api: Api) -> 
         "/hold": {"reason": "litigation"},
         "/release": {"reason": "litigation over"},
         "/api/tokens": {"name": "walk", "roles": ["auditor"]},
+        "/codec/decode": {"payloads": []},
     }
     for method, path in _routes(api.app):
         url = path.replace("{request_id}", "er_nosuchrequest0000000").replace("{token_id}", "nosuchtoken")
@@ -564,7 +568,7 @@ class Browser:
         assert "code_challenge_method=S256" in to_issuer
         async with httpx.AsyncClient() as outside:  # the identity provider is a real server
             back = await outside.get(to_issuer)
-        assert back.status_code in (302, 307), back.text
+        assert back.status_code == 303, back.text
         callback = back.headers["location"].removeprefix("http://127.0.0.1:8088")
         done = await self.http.get(callback)
         assert done.status_code == 303, done.text
@@ -642,6 +646,9 @@ PAGES: dict[tuple[str, str], set[str]] = {
     ("GET", "/audit"): {"auditor", "admin"},
     ("GET", "/tokens"): {"admin"},
     ("POST", "/tokens"): {"admin"},
+    # Temporal UI behind the login (its upstream is not running here: the allowed roles get a 502)
+    ("GET", "/temporal"): {"approver", "auditor", "admin"},
+    **{(m, "/temporal/{path:path}"): {"approver", "auditor", "admin"} for m in PROXIED},
 }
 
 
@@ -649,7 +656,7 @@ async def test_every_page_with_every_role_and_without_a_session(api: Api) -> Non
     pages = [
         (method, route.path)
         for route in api.app.routes
-        if isinstance(route, APIRoute) and not route.path.startswith("/api/") and route.path not in PUBLIC_PATHS
+        if isinstance(route, APIRoute) and not route.path.startswith(API_PREFIXES) and route.path not in PUBLIC_PATHS
         for method in sorted(route.methods)
     ]
     assert sorted(pages) == sorted(PAGES), "a page was added or removed: extend the matrix"
@@ -659,7 +666,7 @@ async def test_every_page_with_every_role_and_without_a_session(api: Api) -> Non
         for role, browser in browsers.items():
             await browser.login(f"page-walker-{role}@x.example", role)
         for method, path in pages:
-            url = path.replace("{request_id}", "er_nosuchrequest0000000")
+            url = path.replace("{request_id}", "er_nosuchrequest0000000").replace("{path:path}", "api/v1/settings")
             reply = await anonymous.http.request(method, url)
             assert reply.status_code == 303, (method, path)
             assert reply.headers["location"] == "/login"

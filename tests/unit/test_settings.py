@@ -20,7 +20,10 @@ def test_defaults_point_at_the_local_stack() -> None:
     assert s.embedded_temporal
     assert s.postgres_url == "postgresql://postgres@127.0.0.1:55432/postgres"
     assert s.temporal_target == "127.0.0.1:7233"
-    assert s.ui_url == "http://127.0.0.1:8233"
+    assert s.ui_url == "http://127.0.0.1:8088/temporal"  # the local UI, decoded behind the console's login
+    assert s.local_ui_url == "http://127.0.0.1:8233/temporal"
+    assert s.ui_proxy_upstream == "http://127.0.0.1:8233"
+    assert s.codec_origins == frozenset({"http://127.0.0.1:8088"})
     assert s.ingestion_delay == 3600
 
 

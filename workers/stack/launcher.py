@@ -14,6 +14,7 @@ from workers.errors import StackError
 from workers.local_kms import read_key_id
 from workers.local_secrets import create_local_secrets
 from workers.settings import Settings
+from workers.stack.app_parts import app_parts
 from workers.stack.parts import KmsPart, Part, PartStatus, all_parts, aws_endpoints
 
 Echo = Callable[[str], None]
@@ -94,19 +95,26 @@ async def _install_schedule(settings: Settings) -> str:
     return await install(await connect(settings), settings)
 
 
-def up(settings: Settings, echo: Echo = print, parts: Iterable[Part] | None = None) -> None:
-    create_local_secrets(settings)  # the one place secrets are generated (once; later runs read them)
-    chosen = list(parts) if parts is not None else all_parts(settings)
-    for part in chosen:
+def _start(parts: Iterable[Part], echo: Echo) -> None:
+    for part in parts:
         what = part.up()
         echo(f"  {part.name:<9} {what:<16} {part.endpoint}")
+
+
+def up(settings: Settings, echo: Echo = print, parts: Iterable[Part] | None = None) -> None:
+    """Start ``parts``; by default the whole stack: the stores, their set-up, then the stack's own processes
+    (identity provider, worker, console), which need the migrated database and the search attributes."""
+    create_local_secrets(settings)  # the one place secrets are generated (once; later runs read them)
+    _start(list(parts) if parts is not None else all_parts(settings), echo)
     if parts is None:
         setup(settings, echo)
+        _start(app_parts(settings), echo)
+        echo(f"Console: {settings.console_base_url}")
         echo(f"Temporal UI: {settings.ui_url}")
 
 
 def down(settings: Settings, echo: Echo = print, parts: Iterable[Part] | None = None) -> None:
-    chosen = list(parts) if parts is not None else all_parts(settings)
+    chosen = list(parts) if parts is not None else [*all_parts(settings), *app_parts(settings)]
     for part in reversed(chosen):
         if part.embedded:
             echo(f"  {part.name:<9} {'stopped' if part.down() else 'was not running'}")
@@ -124,4 +132,4 @@ class StackStatus:
 
 
 def status(settings: Settings) -> StackStatus:
-    return StackStatus([part.status() for part in all_parts(settings)])
+    return StackStatus([part.status() for part in [*all_parts(settings), *app_parts(settings)]])

@@ -131,6 +131,10 @@ class TemporalPart(Part):
             "--db-filename", str(db),
             "--namespace", self.settings.temporal_namespace,
             "--log-level", "warn",
+            # the UI under /temporal, decoding through the console's codec endpoint (behind its login)
+            "--ui-public-path", "/temporal",
+            "--ui-codec-endpoint", f"{self.settings.console_base_url}/codec",
+            "--ui-disable-news-fetch",
             *cli_flags(),
         ]  # fmt: skip
         return ManagedProcess(self.name, argv, self.run_dir, [ports["temporal"], ports["temporal-ui"]])

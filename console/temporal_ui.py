@@ -1,0 +1,180 @@
+"""Temporal UI, decoded for the people allowed to see it: the console's codec endpoint and UI proxy.
+
+Every payload the orchestrator sends through Temporal is encrypted (``workers.codec``), so Temporal UI on
+its own shows ciphertext. Two routes let the people the console trusts read it:
+
+- ``POST /codec/decode``: the codec-server protocol (``{"payloads": [...]}`` in, decoded out; no
+  ``/encode``, which would be an encryption oracle). Temporal UI calls it from the browser. The caller
+  needs the ``history:read`` permission, shown by the console's session cookie (the UI sends it when it is
+  served from the console's origin, or with "include cross-origin credentials"), or by a bearer token (an
+  OIDC access token the UI passes with ``passAccessToken``, or an API token). A request from a browser
+  origin other than the console's own and ``ERASURE_CODEC_ALLOWED_ORIGINS`` is refused (403); the
+  preflight of an allowed origin is answered with credentials allowed.
+- ``/temporal/...``: a Temporal UI served under the public path ``/temporal``
+  (``ERASURE_TEMPORAL_UI_UPSTREAM``; the local stack's by default) proxied behind the console's login. The
+  UI then runs on the console's origin, so its codec calls carry the session cookie and decode, while the
+  same UI opened directly shows ciphertext only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from typing import Annotated, Any
+from urllib.parse import urlsplit
+
+import httpx
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials
+from starlette.background import BackgroundTask
+from starlette.types import ASGIApp, Receive, Scope, Send
+from temporalio.converter import PayloadCodec
+
+from console.app import _GUARD, PERMISSIONS, authenticate
+from console.identity import Principal
+from console.pages import require_page, session_principal
+from workers.codec_server import decode_response
+
+SESSION_COOKIE = "erasure_console"
+CODEC_PATH = "/codec/decode"
+PROXY_PREFIX = "/temporal"
+_HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "origin",
+        "cookie",
+        "authorization",
+    }
+)
+
+
+def origin_of(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def require_session_or_bearer(permission: str) -> Callable[[Request], Awaitable[Principal]]:
+    """The console's session (pages) or a bearer token (API): either shows who calls; the roles decide."""
+    allowed = PERMISSIONS[permission]
+
+    async def guard(request: Request) -> Principal:
+        principal: Principal | None = None
+        if "session" in request.scope:
+            principal = session_principal(request)
+        if principal is None:
+            scheme, _, credential = request.headers.get("authorization", "").partition(" ")
+            given = HTTPAuthorizationCredentials(scheme=scheme, credentials=credential.strip()) if scheme else None
+            principal = authenticate(request, given)
+        if not principal.roles & allowed:
+            raise HTTPException(403, f"needs one of the roles: {', '.join(sorted(allowed))}")
+        return principal
+
+    setattr(guard, _GUARD, permission)
+    return guard
+
+
+class CodecOrigins:
+    """CORS for ``/codec/decode`` only: a preflight from an allowed origin is answered (credentials allowed),
+    a request from any other browser origin is refused before authentication; other paths pass untouched."""
+
+    def __init__(self, app: ASGIApp, allowed: Iterable[str]) -> None:
+        self._app = app
+        self._allowed = frozenset(allowed)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != CODEC_PATH:
+            await self._app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        origin = headers.get("origin")
+        if origin is not None and origin not in self._allowed:
+            await JSONResponse({"error": "origin not allowed"}, status_code=403)(scope, receive, send)
+            return
+        cors = (
+            {"Access-Control-Allow-Origin": origin, "Access-Control-Allow-Credentials": "true", "Vary": "Origin"}
+            if origin
+            else {}
+        )
+        if scope["method"] == "OPTIONS":
+            preflight = {
+                **cors,
+                "Access-Control-Allow-Methods": "POST",
+                "Access-Control-Allow-Headers": "Authorization, Authorization-Extras, Content-Type, X-Namespace",
+                "Access-Control-Max-Age": "600",
+            }
+            await Response(status_code=204, headers=preflight)(scope, receive, send)
+            return
+
+        async def with_cors(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start" and cors:
+                raw = list(message.get("headers", []))
+                raw += [(k.lower().encode(), v.encode()) for k, v in cors.items()]
+                message = {**message, "headers": raw}
+            await send(message)
+
+        await self._app(scope, receive, with_cors)
+
+
+# the principals of the routes (module level: FastAPI resolves annotations here)
+History = Annotated[Principal, Depends(require_session_or_bearer("history:read"))]
+Browses = Annotated[Principal, Depends(require_page("history:read"))]
+
+
+def add_codec(app: FastAPI, codec: PayloadCodec) -> None:
+    @app.post(CODEC_PATH, include_in_schema=False)
+    async def codec_decode(request: Request, p: History) -> JSONResponse:
+        return await decode_response(codec, await request.body())
+
+
+def _forwarded_cookie(header: str) -> str:
+    """The browser's cookies less the console's session (the UI server has no business with it)."""
+    kept = [c.strip() for c in header.split(";") if c.strip() and not c.strip().startswith(SESSION_COOKIE + "=")]
+    return "; ".join(kept)
+
+
+def add_temporal_ui_proxy(app: FastAPI, upstream: str) -> None:
+    """``/temporal/...`` forwarded to a Temporal UI served under that public path, behind the login."""
+    client = httpx.AsyncClient(base_url=upstream.rstrip("/"), timeout=30.0, follow_redirects=False)
+
+    @app.get(PROXY_PREFIX, include_in_schema=False)
+    async def temporal_root(p: Browses) -> Response:
+        return RedirectResponse(PROXY_PREFIX + "/", status_code=307)
+
+    @app.api_route(
+        PROXY_PREFIX + "/{path:path}",
+        methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+        include_in_schema=False,
+    )
+    async def temporal_ui(request: Request, path: str, p: Browses) -> Response:
+        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP]
+        cookie = _forwarded_cookie(request.headers.get("cookie", ""))
+        if cookie:
+            headers.append(("cookie", cookie))
+        outgoing = client.build_request(
+            request.method,
+            request.url.path,
+            params=request.url.query,
+            headers=headers,
+            content=await request.body(),
+        )
+        try:
+            reply = await client.send(outgoing, stream=True)
+        except httpx.HTTPError:
+            raise HTTPException(502, "Temporal UI is not reachable") from None
+        kept = {k: v for k, v in reply.headers.multi_items() if k.lower() not in _HOP_BY_HOP | {"set-cookie"}}
+        response = StreamingResponse(
+            reply.aiter_raw(), status_code=reply.status_code, headers=kept, background=BackgroundTask(reply.aclose)
+        )
+        for value in reply.headers.get_list("set-cookie"):
+            response.raw_headers.append((b"set-cookie", value.encode("latin-1")))
+        return response
+
+    app.router.on_shutdown.append(client.aclose)

@@ -1,0 +1,161 @@
+"""The console in a real browser (headless Chromium driven by Playwright) on the whole local stack.
+
+``erasure stack up``'s own processes serve it: the local identity provider's login form, the worker, the
+console, and Temporal UI behind the console's login with its codec endpoint. A requester logs in and files
+a request, an approver logs in (with the keyboard) and approves it, the page follows it to completion, the
+receipt shows its signature valid, and the erasure opened in Temporal UI through the console shows its
+decoded progress query (a step name and its state) while the same UI opened directly shows ciphertext.
+Screenshots of every page go to ``test-output/browser/``.
+
+Chromium comes from Debian's ``chromium`` package (``.ci/run`` installs it); without it this module skips
+with one line saying so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stores.seeder import seed_platform, user_ids
+from tests.stack_fixture import make_test_settings
+from workers.local_idp import logins_path
+from workers.settings import Settings
+from workers.stack import launcher
+from workers.stack.parts import root_postgres_base
+from workers.wiring import build_platform
+from workflows.contracts import workflow_id
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(CHROMIUM is None, reason="no Chromium installed (apt-get install -y chromium; .ci/run does)"),
+]
+SHOTS = Path(__file__).resolve().parents[2] / "test-output" / "browser"
+APP = "browser-app"
+FINAL = ("completed", "verification_failed", "failed", "denied", "cancelled")
+
+
+@pytest.fixture(scope="module")
+def full_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
+    """``erasure stack up`` in full (stores, identity provider, worker, console) in a fresh state dir."""
+    settings = make_test_settings(tmp_path_factory.mktemp("browser-stack"))
+    try:
+        launcher.up(settings, echo=lambda _m: None)
+        yield settings
+    finally:
+        launcher.down(settings, echo=lambda _m: None)
+        if os.geteuid() == 0:
+            shutil.rmtree(root_postgres_base(settings), ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright  # imported here: the module must import without it
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield chromium
+        chromium.close()
+
+
+def _log_in(page: Any, settings: Settings, who: str, *, keyboard: bool = False) -> None:
+    """On the identity provider's form the console redirected to: user name and password, then submit."""
+    password = json.loads(logins_path(settings.state_path).read_text())[who]["password"]
+    assert page.url.startswith(settings.local_idp_url + "/authorize?"), page.url
+    if keyboard:  # the form works without a mouse: type, Tab to the password, Enter submits
+        page.get_by_label("User name").focus()
+        page.keyboard.type(who)
+        page.keyboard.press("Tab")
+        page.keyboard.type(password)
+        page.keyboard.press("Enter")
+    else:
+        page.get_by_label("User name").fill(who)
+        page.get_by_label("Password").fill(password)
+        page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(re.compile("^" + re.escape(settings.console_base_url)))
+
+
+def _shot(page: Any, name: str) -> None:
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def test_file_approve_complete_receipt_and_decoded_temporal_ui(full_stack: Settings, browser: Any) -> None:
+    from playwright.sync_api import expect
+
+    settings = full_stack
+    base = settings.console_base_url
+    target = user_ids(1, 709, prefix="browser")[0]
+    with build_platform(settings) as platform, ThreadPoolExecutor(1) as thread:  # Playwright holds this thread's loop
+        thread.submit(asyncio.run, seed_platform(platform, APP, [target], "small", 709)).result()
+
+    # a requester logs in and files the request
+    requester = browser.new_context().new_page()
+    requester.goto(base + "/")
+    _shot(requester, "01-login-form")
+    _log_in(requester, settings, "demo-requester")
+    _shot(requester, "02-requests-list")
+    requester.get_by_role("link", name=re.compile("New request", re.I)).click()
+    _shot(requester, "03-new-request")
+    requester.get_by_label("App", exact=True).fill(APP)
+    requester.get_by_label(re.compile("^User id")).fill(target)
+    requester.get_by_label(re.compile("^Reason")).fill("browser test: the subject asked to be forgotten")
+    requester.get_by_role("button", name="File request").click()
+    requester.wait_for_url(re.compile(r"/requests/er_\w+$"))
+    request_id = requester.url.rsplit("/", 1)[1]
+    expect(requester.locator("#state")).to_have_text("pending_approval", timeout=30_000)  # the live progress
+    assert requester.get_by_role("button", name="Approve").count() == 0  # not for the requester
+    _shot(requester, "04-request-filed")
+    assert requester.request.get(f"{base}/temporal/").status == 403  # Temporal UI is not a requester's
+
+    # an approver logs in with the keyboard, lands back on the request, approves it
+    approver = browser.new_context().new_page()
+    approver.goto(f"{base}/requests/{request_id}")
+    _log_in(approver, settings, "demo-approver", keyboard=True)
+    assert approver.url == f"{base}/requests/{request_id}"  # back where the login started
+    _shot(approver, "05-approver-sees-request")
+    approver.get_by_role("button", name="Approve").click()
+    state = approver.locator("#state")
+    deadline = time.monotonic() + 180
+    while (current := state.text_content()) not in FINAL:  # the page's own live progress updates it
+        assert time.monotonic() < deadline, f"the request stayed {current}"
+        approver.wait_for_timeout(500)
+    assert current == "completed"
+    approver.reload()
+    _shot(approver, "06-request-completed")
+
+    # the receipt, its signature checked by the console
+    approver.get_by_role("link", name=re.compile("signed receipt", re.I)).click()
+    approver.get_by_text("Signature valid").wait_for()
+    _shot(approver, "07-receipt")
+
+    # the erasure in Temporal UI, through the console: its progress query decodes
+    approver.goto(f"{base}/requests/{request_id}")
+    approver.get_by_role("link", name="open the workflow in Temporal UI").click()
+    approver.wait_for_url(re.compile(re.escape(f"{base}/temporal/namespaces/") + ".*" + workflow_id(request_id)))
+    approver.get_by_text('"app_name": "browser-app"').first.wait_for(timeout=30_000)  # the input, decoded
+    _shot(approver, "08-temporal-ui-decoded")
+    approver.get_by_text("Queries", exact=True).first.click()
+    approver.wait_for_url(re.compile(r"/query$"))
+    approver.get_by_role("button", name="Run Query").click()
+    approver.get_by_text('"name": "fence"').first.wait_for(timeout=30_000)
+    result = approver.locator("main").inner_text()
+    assert re.search(r'"name": "fence",\s*"state": "done"', result) or '"state": "done"' in result, result[-2000:]
+    _shot(approver, "09-temporal-ui-progress-query")
+
+    # the same UI opened directly (another origin): the codec refuses it, the payloads stay ciphertext
+    direct = browser.new_context().new_page()
+    direct.goto(f"{settings.local_ui_url}/namespaces/{settings.temporal_namespace}/workflows/{workflow_id(request_id)}")
+    direct.locator("#content").get_by_text("Codec Server could not connect").wait_for(timeout=60_000)  # refused: another origin
+    assert direct.get_by_text('"app_name"').count() == 0
+    _shot(direct, "10-temporal-ui-direct-ciphertext")
