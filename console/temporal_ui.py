@@ -30,12 +30,13 @@ from starlette.background import BackgroundTask
 from starlette.types import ASGIApp, Receive, Scope, Send
 from temporalio.converter import PayloadCodec
 
-from console.app import _GUARD, PERMISSIONS, authenticate
+from console.app import _BEARER, _GUARD, PERMISSIONS, authenticate
 from console.identity import Principal
 from console.pages import require_page, session_principal
 from workers.codec_server import decode_response
 
 SESSION_COOKIE = "erasure_console"
+Bearer = Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)]
 CODEC_PATH = "/codec/decode"
 PROXY_PREFIX = "/temporal"
 _HOP_BY_HOP = frozenset(
@@ -65,14 +66,12 @@ def require_session_or_bearer(permission: str) -> Callable[[Request], Awaitable[
     """The console's session (pages) or a bearer token (API): either shows who calls; the roles decide."""
     allowed = PERMISSIONS[permission]
 
-    async def guard(request: Request) -> Principal:
+    async def guard(request: Request, credentials: Bearer) -> Principal:
         principal: Principal | None = None
         if "session" in request.scope:
             principal = session_principal(request)
         if principal is None:
-            scheme, _, credential = request.headers.get("authorization", "").partition(" ")
-            given = HTTPAuthorizationCredentials(scheme=scheme, credentials=credential.strip()) if scheme else None
-            principal = authenticate(request, given)
+            principal = authenticate(request, credentials)
         if not principal.roles & allowed:
             raise HTTPException(403, f"needs one of the roles: {', '.join(sorted(allowed))}")
         return principal
@@ -129,8 +128,10 @@ Browses = Annotated[Principal, Depends(require_page("history:read"))]
 
 
 def add_codec(app: FastAPI, codec: PayloadCodec) -> None:
-    @app.post(CODEC_PATH, include_in_schema=False)
+    @app.post(CODEC_PATH)
     async def codec_decode(request: Request, p: History) -> JSONResponse:
+        """Temporal's codec-server protocol: ``{"payloads": [...]}`` (Payloads in protobuf JSON) decoded with
+        the orchestrator's payload key, for Temporal UI. Needs ``history:read`` (a session or a bearer)."""
         return await decode_response(codec, await request.body())
 
 

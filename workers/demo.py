@@ -15,6 +15,7 @@ from stores.platform import Platform
 from stores.seeder import seed_platform, user_ids
 from verifier.receipt import document_bytes, verify_bytes
 from verifier.receipt_activity import load_receipt
+from workers.local_idp import load_logins, logins_path
 from workers.local_secrets import load_secrets
 from workers.progress_view import LiveDisplay, render, render_verifications
 from workers.service import file_request, progress, ui_link, worker_polling
@@ -121,7 +122,24 @@ async def _demo(settings: Settings) -> int:
         ok = ok and not verdict.startswith("CHANGED")
         print(f"  control {controls.index(user) + 1}: {verdict}")
     print(f"\nTemporal UI: {ui_link(settings, filed.request_id)}")
+    print("\n".join(console_lines(settings)))
     return 0 if result.status == "completed" and ok else 1
+
+
+def console_lines(settings: Settings) -> list[str]:
+    """Where the console is and who can log in (the local identity provider's demo logins)."""
+    path = logins_path(settings.state_path)
+    if not path.exists():
+        return []
+    logins = load_logins(path)
+    lines = [f"\nConsole: {settings.console_base_url}  (still running: 'erasure stack down' stops the stack)"]
+    for user, does in (
+        ("demo-requester", "files requests"),
+        ("demo-approver", "approves them, reads receipts, opens Temporal UI decoded"),
+    ):
+        lines.append(f"  log in as {user:<15} password {logins[user].password}   ({does})")
+    lines.append(f"  demo-auditor and demo-admin too: their passwords are in {path}")
+    return lines
 
 
 def run_demo(settings: Settings) -> int:

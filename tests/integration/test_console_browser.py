@@ -156,6 +156,7 @@ def test_file_approve_complete_receipt_and_decoded_temporal_ui(full_stack: Setti
     # the same UI opened directly (another origin): the codec refuses it, the payloads stay ciphertext
     direct = browser.new_context().new_page()
     direct.goto(f"{settings.local_ui_url}/namespaces/{settings.temporal_namespace}/workflows/{workflow_id(request_id)}")
-    direct.locator("#content").get_by_text("Codec Server could not connect").wait_for(timeout=60_000)  # refused: another origin
+    refused = direct.locator("#content").get_by_text("Codec Server could not connect")  # another origin
+    refused.wait_for(timeout=60_000)
     assert direct.get_by_text('"app_name"').count() == 0
     _shot(direct, "10-temporal-ui-direct-ciphertext")

@@ -42,14 +42,21 @@ def test_stack_up_status_down(tmp_path: Path) -> None:
         assert first.returncode == 0, first.stderr
         assert "Temporal UI: http://127.0.0.1:" in first.stdout
         pids = stack_pids(settings.state_path)
-        assert len(pids) == 5  # postgres, s3, kms, temporal, cache
+        assert len(pids) == 8  # postgres, s3, kms, temporal, cache; idp, worker, console
 
         status = run(env, "stack", "status")
         assert status.returncode == 0, status.stdout + status.stderr
-        for part in ("postgres", "s3", "kms", "temporal"):
+        for part in ("postgres", "s3", "kms", "temporal", "idp", "worker", "console"):
             assert any(line.split()[:2] == [part, "healthy"] for line in status.stdout.splitlines()), status.stdout
-        with urllib.request.urlopen(settings.ui_url, timeout=10) as resp:  # noqa: S310 - local UI
+        with urllib.request.urlopen(settings.local_ui_url, timeout=10) as resp:  # noqa: S310 - local UI
             assert resp.status == 200
+        assert f"Console: {settings.console_base_url}" in first.stdout
+        with urllib.request.urlopen(settings.console_base_url + "/healthz", timeout=10) as resp:  # noqa: S310
+            assert resp.status == 200
+        # the UI through the console asks for a login first: the local identity provider's form
+        with urllib.request.urlopen(settings.ui_url + "/", timeout=10) as resp:  # noqa: S310 - local console
+            assert resp.url.startswith(settings.local_idp_url + "/authorize?")
+            assert 'name="password"' in resp.read().decode()
 
         schedules = run(env, "schedule", "list")
         assert schedules.returncode == 0, schedules.stderr
@@ -57,7 +64,7 @@ def test_stack_up_status_down(tmp_path: Path) -> None:
 
         second = run(env, "stack", "up")
         assert second.returncode == 0, second.stderr
-        assert second.stdout.count("already running") == 5
+        assert second.stdout.count("already running") == 8
         assert stack_pids(settings.state_path) == pids  # nothing restarted
     finally:
         down = run(env, "stack", "down")
