@@ -62,7 +62,7 @@ def origin_of(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
-def require_session_or_bearer(permission: str) -> Callable[[Request], Awaitable[Principal]]:
+def require_session_or_bearer(permission: str) -> Callable[..., Awaitable[Principal]]:
     """The console's session (pages) or a bearer token (API): either shows who calls; the roles decide."""
     allowed = PERMISSIONS[permission]
 
