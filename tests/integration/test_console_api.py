@@ -26,6 +26,7 @@ import pytest_asyncio
 import uvicorn
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
+from google.protobuf import json_format
 from psycopg.types.json import Jsonb
 
 from console.app import PUBLIC_PATHS, create_app
@@ -36,6 +37,7 @@ from stores.seeder import user_ids
 from tests.oidc_issuer import AUDIENCE, LocalIssuer, new_key
 from tests.saga_harness import SagaHarness
 from tests.stack_fixture import free_port_block
+from workers.codec import EncryptionCodec
 from workers.local_secrets import load_secrets
 from workflows.contracts import workflow_id
 
@@ -106,7 +108,12 @@ class Api:
 @pytest_asyncio.fixture(loop_scope="session")
 async def api(saga: SagaHarness, issuer: LocalIssuer) -> AsyncIterator[Api]:
     settings = saga.settings.model_copy(
-        update={"oidc_issuer": issuer.url, "oidc_audience": AUDIENCE, "console_url": "http://127.0.0.1:8088"}
+        update={
+            "oidc_issuer": issuer.url,
+            "oidc_audience": AUDIENCE,
+            "console_url": "http://127.0.0.1:8088",
+            "codec_allowed_origins": "https://cloud.temporal.io",
+        }
     )
     console = build_console(settings, load_secrets(settings), saga.platform, saga.client)
     app = create_app(console)
@@ -681,3 +688,62 @@ async def test_every_page_with_every_role_and_without_a_session(api: Api) -> Non
         await anonymous.close()
         for browser in browsers.values():
             await browser.close()
+
+
+async def test_the_codec_decodes_for_history_readers_by_session_or_bearer_and_only_for_allowed_origins(
+    api: Api,
+) -> None:
+    """Temporal UI's codec calls: the orchestrator's real payload encryption, decoded for approvers, auditors
+    and admins (session cookie or bearer), refused to requesters and to browser origins not allowed."""
+    from temporalio.api.common.v1 import Payload
+    from temporalio.converter import DataConverter
+
+    settings = api.app.state.console.settings
+    codec = EncryptionCodec(load_secrets(settings).payload_key)
+    plain = DataConverter.default.payload_converter.to_payloads([{"stage": "memory", "request_id": "er_x"}])
+    sealed = await codec.encode(plain)
+    body = {"payloads": [json_format.MessageToDict(p) for p in sealed]}
+    assert b"memory" not in sealed[0].data  # ciphertext on the way in
+
+    def decoded(reply: httpx.Response) -> Any:
+        assert reply.status_code == 200, reply.text
+        payload = json_format.ParseDict(reply.json()["payloads"][0], Payload())
+        return DataConverter.default.payload_converter.from_payloads([payload])[0]
+
+    auditor = api.bearer("aud@compliance.example", "auditor")
+    assert decoded(await api.http.post("/codec/decode", json=body, headers=auditor)) == {
+        "stage": "memory",
+        "request_id": "er_x",
+    }
+    requester = await api.http.post("/codec/decode", json=body, headers=api.bearer("r@x.example", "requester"))
+    assert requester.status_code == 403
+    assert (await api.http.post("/codec/decode", json=body)).status_code == 401
+
+    # a browser page on a foreign origin is refused even with a valid token; allowed origins get CORS
+    foreign = await api.http.post("/codec/decode", json=body, headers={**auditor, "Origin": "https://evil.example"})
+    assert foreign.status_code == 403
+    assert "access-control-allow-origin" not in foreign.headers
+    preflight = await api.http.options(
+        "/codec/decode",
+        headers={"Origin": "https://cloud.temporal.io", "Access-Control-Request-Method": "POST"},
+    )
+    assert preflight.status_code == 204
+    assert preflight.headers["access-control-allow-origin"] == "https://cloud.temporal.io"
+    assert preflight.headers["access-control-allow-credentials"] == "true"
+    cloud = await api.http.post("/codec/decode", json=body, headers={**auditor, "Origin": "https://cloud.temporal.io"})
+    assert decoded(cloud)["stage"] == "memory"
+    assert cloud.headers["access-control-allow-origin"] == "https://cloud.temporal.io"
+    bad = await api.http.post("/codec/decode", content=b"not json", headers=auditor)
+    assert bad.status_code == 400
+    assert "not json" not in bad.text  # the reason never echoes the input
+
+    # the console's own pages: the session cookie is enough (what Temporal UI behind the console sends)
+    amir, rita = Browser(api), Browser(api)
+    try:
+        await amir.login("amir@compliance.example", "approver")
+        assert decoded(await amir.http.post("/codec/decode", json=body))["request_id"] == "er_x"
+        await rita.login("rita@compliance.example", "requester")
+        assert (await rita.http.post("/codec/decode", json=body)).status_code == 403
+    finally:
+        await amir.close()
+        await rita.close()

@@ -61,3 +61,11 @@ def test_an_audit_hash_covers_every_field_and_the_link() -> None:
     ]
     assert base not in changed
     assert len(set(changed)) == len(changed)
+
+
+def test_the_temporal_ui_proxy_never_forwards_the_console_session() -> None:
+    from console.temporal_ui import _forwarded_cookie
+
+    header = "_csrf=abc; erasure_console=SESSION; theme=dark; erasure_console_x=keep"
+    assert _forwarded_cookie(header) == "_csrf=abc; theme=dark; erasure_console_x=keep"
+    assert _forwarded_cookie("erasure_console=SESSION") == ""
