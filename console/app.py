@@ -24,6 +24,7 @@ import asyncio
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from datetime import date
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request
@@ -44,7 +45,15 @@ from stores.errors import RequestNotFound
 from stores.identity import derived_key
 from stores.platform import Platform
 from stores.requests import ACTIVE_STATES, ErasureRequestRow
-from workers.service import RequestRefused, days_left, file_request, progress, signal_hold_change, ui_link
+from workers.service import (
+    RequestRefused,
+    days_left,
+    file_request,
+    progress,
+    running_stages,
+    signal_hold_change,
+    ui_link,
+)
 from workers.settings import Settings
 from workflows.contracts import ApprovalPolicy, Decision, DueExtension, workflow_id
 from workflows.erasure import ErasureWorkflow
@@ -299,6 +308,18 @@ async def open_receipt(console: Console, request_id: str, p: Principal) -> Opene
     return OpenedReceipt(document, valid, why, body)
 
 
+async def listed(
+    console: Console, p: Principal, state: str | None, stage: str | None, due_before: date | None, limit: int
+) -> list[dict[str, Any]]:
+    """The request list the API and the pages show: each row with its running stage, filtered as asked."""
+    rows = await asyncio.to_thread(console.platform.requests.list_requests, state or None, limit, due_before)
+    if not (p.roles - {"requester"}):
+        rows = [r for r in rows if console.platform.requests.requested(r)[1] == p.subject]
+    stages = await running_stages(console.client)
+    out = [{**_summary(console, r), "stage": stages.get(r.request_id)} for r in rows]
+    return [r for r in out if r["stage"] == stage] if stage else out
+
+
 def _entry(e: Any) -> dict[str, Any]:
     out = asdict(e)
     out["at"] = e.at.isoformat()
@@ -331,11 +352,12 @@ def create_app(console: Console) -> FastAPI:
         return {"subject": p.subject, "roles": sorted(p.roles), "via": p.via, "name": p.name}
 
     @app.get("/api/requests")
-    async def list_requests(p: Reads, state: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
-        rows = await asyncio.to_thread(console.platform.requests.list_requests, state, min(max(limit, 1), 500))
-        if not (p.roles - {"requester"}):
-            rows = [r for r in rows if console.platform.requests.requested(r)[1] == p.subject]
-        return [_summary(console, r) for r in rows]
+    async def list_requests(
+        p: Reads, state: str | None = None, stage: str | None = None, due_before: date | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        """Newest first. ``state``: the request's state; ``stage``: the step a running erasure is at (from
+        Temporal's visibility); ``due_before``: due on or before that day."""
+        return await listed(console, p, state, stage, due_before, min(max(limit, 1), 500))
 
     @app.post("/api/requests", status_code=201)
     async def new_request(body: NewRequest, p: Files) -> dict[str, Any]:

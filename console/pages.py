@@ -16,6 +16,7 @@ import hashlib
 import json
 import secrets
 import time
+from datetime import date
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode
@@ -33,6 +34,7 @@ from console.app import (
     _summary,
     decide,
     file_one,
+    listed,
     open_receipt,
 )
 from console.identity import ROLES, Principal
@@ -184,12 +186,17 @@ def add_pages(app: FastAPI, client_id: str, redirect_uri: str) -> None:
         return RedirectResponse("/login", status_code=303)
 
     @app.get("/", include_in_schema=False)
-    async def requests_page(request: Request, p: PageReads, state: str = "") -> HTMLResponse:
-        console = _console(request)
-        rows = console.platform.requests.list_requests(state or None, 200)
-        if not (p.roles - {"requester"}):
-            rows = [r for r in rows if console.platform.requests.requested(r)[1] == p.subject]
-        return _page(request, "requests.html", p, rows=[_summary(console, r) for r in rows], states=STATES, state=state)
+    async def requests_page(
+        request: Request, p: PageReads, state: str = "", stage: str = "", due_before: str = ""
+    ) -> HTMLResponse:
+        try:
+            due = date.fromisoformat(due_before) if due_before else None
+        except ValueError:
+            raise HTTPException(422, "due_before must be a date (YYYY-MM-DD)") from None
+        rows = await listed(_console(request), p, state or None, stage or None, due, 200)
+        return _page(
+            request, "requests.html", p, rows=rows, states=STATES, state=state, stage=stage, due_before=due_before
+        )
 
     @app.get("/requests/new", include_in_schema=False)
     async def new_page(request: Request, p: PageFiles) -> HTMLResponse:

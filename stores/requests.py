@@ -15,7 +15,7 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
@@ -179,17 +179,20 @@ class RequestStore:
             raise RequestNotFound("no erasure request with that id")
         return ErasureRequestRow.from_row(row)
 
-    def list_requests(self, state: str | None = None, limit: int = 100) -> list[ErasureRequestRow]:
+    def list_requests(
+        self, state: str | None = None, limit: int = 100, due_before: date | None = None
+    ) -> list[ErasureRequestRow]:
+        """Newest first; ``state`` exact, ``due_before`` keeps requests due on or before that day."""
         with self._pool.connection() as conn:
-            if state:
-                rows = conn.execute(
-                    f"SELECT {_COLUMNS} FROM erasure_requests WHERE state = %s ORDER BY received_at DESC LIMIT %s",
-                    (state, limit),
-                ).fetchall()
-            else:
-                rows = conn.execute(
-                    f"SELECT {_COLUMNS} FROM erasure_requests ORDER BY received_at DESC LIMIT %s", (limit,)
-                ).fetchall()
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM erasure_requests WHERE (%(state)s::text IS NULL OR state = %(state)s) "
+                "AND (%(due)s::timestamptz IS NULL OR due_at < %(due)s) ORDER BY received_at DESC LIMIT %(limit)s",
+                {
+                    "state": state,
+                    "due": datetime.combine(due_before + timedelta(days=1), time.min, UTC) if due_before else None,
+                    "limit": limit,
+                },
+            ).fetchall()
         return [ErasureRequestRow.from_row(r) for r in rows]
 
     def app_known(self, app_name: str) -> bool:

@@ -226,3 +226,15 @@ async def worker_polling(client: Client, settings: Settings) -> bool:
         )
     )
     return len(resp.pollers) > 0
+
+
+async def running_stages(client: Client, limit: int = 2000) -> dict[str, str]:
+    """request id -> stage (``ErasureStage``) of every running erasure: one visibility listing, not a query
+    per workflow."""
+    out: dict[str, str] = {}
+    query = 'WorkflowType = "ErasureWorkflow" AND ExecutionStatus = "Running"'
+    async for execution in client.list_workflows(query, limit=limit):
+        stage = execution.typed_search_attributes.get(ERASURE_STAGE)
+        if stage and execution.id.startswith("erasure-"):
+            out[execution.id.removeprefix("erasure-")] = stage
+    return out

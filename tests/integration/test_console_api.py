@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import hashlib
 import hmac
 import json
@@ -747,3 +748,46 @@ async def test_the_codec_decodes_for_history_readers_by_session_or_bearer_and_on
     finally:
         await amir.close()
         await rita.close()
+
+
+async def test_the_request_list_filters_by_state_running_stage_and_due_date(api: Api) -> None:
+    target = user_ids(1, 611, prefix="console")[0]
+    await api.saga.seed(APP, [target])
+    request_id = await api.file(target)
+    await api.wait_for_state(request_id, "pending_approval")
+    auditor = api.bearer("aud@compliance.example", "auditor")
+
+    async def rows(**query: str) -> dict[str, dict[str, Any]]:
+        reply = await api.http.get("/api/requests", params={"limit": "500", **query}, headers=auditor)
+        assert reply.status_code == 200, reply.text
+        return {r["request_id"]: r for r in reply.json()}
+
+    deadline = asyncio.get_running_loop().time() + 30
+    while not (stage := (await rows()).get(request_id, {}).get("stage")):  # visibility catches up
+        assert asyncio.get_running_loop().time() < deadline, "the running erasure never showed a stage"
+        await asyncio.sleep(0.3)
+    assert request_id in await rows(stage=stage)
+    assert request_id not in await rows(stage="no-such-stage")
+    assert request_id in await rows(state="pending_approval")
+    assert request_id not in await rows(state="completed")
+    due = (await rows())[request_id]["due_at"][:10]
+    assert request_id in await rows(due_before=due)
+    day_before = (datetime.date.fromisoformat(due) - datetime.timedelta(days=1)).isoformat()
+    assert request_id not in await rows(due_before=day_before)
+    bad = await api.http.get("/api/requests", params={"due_before": "soon"}, headers=auditor)
+    assert bad.status_code == 422
+    # the page shows the same filters and the stage column
+    page_browser = Browser(api)
+    try:
+        await page_browser.login("aud@compliance.example", "auditor")
+        page = await page_browser.http.get("/", params={"stage": stage})
+        assert request_id in page.text
+        assert '<label for="due_before">' in page.text
+        assert request_id not in (await page_browser.http.get("/", params={"due_before": day_before})).text
+    finally:
+        await page_browser.close()
+    await api.http.post(
+        f"/api/requests/{request_id}/cancel",
+        json={"reason": "test over"},
+        headers=api.bearer("amir@compliance.example", "approver"),
+    )
