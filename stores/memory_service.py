@@ -23,6 +23,7 @@ from google.adk.memory.memory_entry import MemoryEntry
 from google.genai import types
 
 from stores.errors import InvalidIdentifier
+from stores.forgetting import STRENGTHS, ForgetLedger, TombstoneMatcher
 from stores.identity import session_ref, subject_key
 from stores.memory import MemoryStore, NewMemory
 from stores.tombstones import TombstoneLedger
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
     from google.adk.sessions.session import Session
 
 log = structlog.get_logger("stores.memory_service")
+#: the strengths whose tombstones refuse writes (a suppression only hides on read; its item is still held)
+WRITE_BLOCKING = ("forget", "erase_session")
 
 
 def content_text(content: types.Content | None) -> str:
@@ -117,19 +120,16 @@ class PostgresMemoryService(BaseMemoryService):
         written = await asyncio.to_thread(self.store.insert_fenced, rows)
         self.refused_in_insert += written.refused
 
+    async def write(self, rows: list[NewMemory]) -> None:
+        await self._write(rows)
+
     async def add_session_to_memory(self, session: Session) -> None:
         await self._write(session_memories(session, self._secret))
 
-    async def add_events_to_memory(
-        self,
-        *,
-        app_name: str,
-        user_id: str,
-        events: Sequence[Event],
-        session_id: str | None = None,
-        custom_metadata: Mapping[str, object] | None = None,
-    ) -> None:
-        rows = [
+    def event_rows(
+        self, app_name: str, user_id: str, events: Sequence[Event], session_id: str | None
+    ) -> list[NewMemory]:
+        return [
             NewMemory(
                 app_name=app_name,
                 user_id=user_id,
@@ -144,17 +144,20 @@ class PostgresMemoryService(BaseMemoryService):
             for e in events
             if content_text(e.content).strip()
         ]
-        await self._write(rows)
 
-    async def add_memory(
+    async def add_events_to_memory(
         self,
         *,
         app_name: str,
         user_id: str,
-        memories: Sequence[MemoryEntry],
+        events: Sequence[Event],
+        session_id: str | None = None,
         custom_metadata: Mapping[str, object] | None = None,
     ) -> None:
-        rows = [
+        await self._write(self.event_rows(app_name, user_id, events, session_id))
+
+    def entry_rows(self, app_name: str, user_id: str, memories: Sequence[MemoryEntry]) -> list[NewMemory]:
+        return [
             NewMemory(
                 app_name=app_name,
                 user_id=user_id,
@@ -166,7 +169,16 @@ class PostgresMemoryService(BaseMemoryService):
             )
             for m in memories
         ]
-        await self._write(rows)
+
+    async def add_memory(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        memories: Sequence[MemoryEntry],
+        custom_metadata: Mapping[str, object] | None = None,
+    ) -> None:
+        await self._write(self.entry_rows(app_name, user_id, memories))
 
     async def search_memory(self, *, app_name: str, user_id: str, query: str) -> SearchMemoryResponse:
         found = await asyncio.to_thread(self.store.search, app_name, user_id, query)
@@ -190,13 +202,47 @@ class PostgresMemoryService(BaseMemoryService):
 class FencedMemoryService(BaseMemoryService):
     """The write fence: consult the tombstone ledger before every write and search."""
 
-    def __init__(self, inner: PostgresMemoryService, ledger: TombstoneLedger, subject_secret: bytes) -> None:
+    def __init__(
+        self,
+        inner: PostgresMemoryService,
+        ledger: TombstoneLedger,
+        subject_secret: bytes,
+        forgetting: ForgetLedger | None = None,
+    ) -> None:
         inner.fenced = True  # the check below answers early and counts; the INSERT's own check is the guarantee
         self.inner = inner
         self._ledger = ledger
+        self._forgetting = forgetting
         self._secret = subject_secret
         self._lock = threading.Lock()
-        self.refused: dict[str, int] = {"user_fenced": 0, "session_tombstoned": 0, "invalid_identifier": 0}
+        self.refused: dict[str, int] = {
+            "user_fenced": 0,
+            "session_tombstoned": 0,
+            "invalid_identifier": 0,
+            "forgotten": 0,  # rows dropped on write: a live forget tombstone covers them (re-learning)
+        }
+        self.hidden_on_read = 0  # search results a live tombstone (suppress or forget) covers
+
+    def _matcher(self, app_name: str, user_id: str, strengths: tuple[str, ...]) -> TombstoneMatcher | None:
+        sk = self._subject(app_name, user_id)
+        if sk is None or self._forgetting is None:
+            return None
+        found = self._forgetting.matcher(sk, strengths)
+        return found if found else None
+
+    async def _write_unforgotten(self, app_name: str, user_id: str, rows: list[NewMemory]) -> None:
+        """Write ``rows`` less those a live forget tombstone covers (by id or by a forgotten span), counted
+        and logged by subject key only."""
+        matcher = await asyncio.to_thread(self._matcher, app_name, user_id, WRITE_BLOCKING)
+        if matcher is not None:
+            kept = [r for r in rows if not matcher.covers(str(r.id), r.text)]
+            dropped = len(rows) - len(kept)
+            if dropped:
+                with self._lock:
+                    self.refused["forgotten"] += dropped
+                log.info("memory_write_forgotten", rows=dropped, subject_key=self._subject(app_name, user_id))
+            rows = kept
+        await self.inner.write(rows)
 
     def _subject(self, app_name: str, user_id: str) -> str | None:
         """The subject key, or ``None`` for an id no store can hold (never raised into the agent's turn)."""
@@ -229,7 +275,8 @@ class FencedMemoryService(BaseMemoryService):
 
     async def add_session_to_memory(self, session: Session) -> None:
         if await self._check(session.app_name, session.user_id, session.id):
-            await self.inner.add_session_to_memory(session)
+            rows = session_memories(session, self._secret)
+            await self._write_unforgotten(session.app_name, session.user_id, rows)
 
     async def add_events_to_memory(
         self,
@@ -241,9 +288,8 @@ class FencedMemoryService(BaseMemoryService):
         custom_metadata: Mapping[str, object] | None = None,
     ) -> None:
         if await self._check(app_name, user_id, session_id):
-            await self.inner.add_events_to_memory(
-                app_name=app_name, user_id=user_id, events=events, session_id=session_id
-            )
+            rows = self.inner.event_rows(app_name, user_id, events, session_id)
+            await self._write_unforgotten(app_name, user_id, rows)
 
     async def add_memory(
         self,
@@ -258,13 +304,20 @@ class FencedMemoryService(BaseMemoryService):
         for sid in sessions:
             if not await self._check(app_name, user_id, sid):
                 return
-        await self.inner.add_memory(app_name=app_name, user_id=user_id, memories=memories)
+        await self._write_unforgotten(app_name, user_id, self.inner.entry_rows(app_name, user_id, memories))
 
     async def search_memory(self, *, app_name: str, user_id: str, query: str) -> SearchMemoryResponse:
         sk = self._subject(app_name, user_id)
         if sk is None or await asyncio.to_thread(self._ledger.user_fenced, sk):
             return SearchMemoryResponse(memories=[])
-        return await self.inner.search_memory(app_name=app_name, user_id=user_id, query=query)
+        found = await self.inner.search_memory(app_name=app_name, user_id=user_id, query=query)
+        matcher = await asyncio.to_thread(self._matcher, app_name, user_id, STRENGTHS)
+        if matcher is None:
+            return found
+        kept = [m for m in found.memories if not matcher.covers(m.id, content_text(m.content))]
+        with self._lock:
+            self.hidden_on_read += len(found.memories) - len(kept)
+        return SearchMemoryResponse(memories=kept)
 
     async def delete_memory(self, *, app_name: str, user_id: str, memory_id: str | None = None) -> None:
         await self.inner.delete_memory(app_name=app_name, user_id=user_id, memory_id=memory_id)

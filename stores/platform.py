@@ -12,6 +12,7 @@ from psycopg_pool import ConnectionPool
 from stores.adk_schema import sqlalchemy_url
 from stores.artifacts import ArtifactEraser
 from stores.aws_clients import AwsEndpoints, kms_client, s3_client
+from stores.forgetting import ForgetLedger
 from stores.keys import DataKeyStore
 from stores.logs import LogArchive
 from stores.memory import MemoryEraser, MemoryStore
@@ -127,7 +128,12 @@ class Platform:
         from stores.memory_service import FencedMemoryService, PostgresMemoryService
 
         inner = PostgresMemoryService(self.memory_store, self.config.subject_secret)
-        return FencedMemoryService(inner, self.ledger, self.config.subject_secret)
+        return FencedMemoryService(inner, self.ledger, self.config.subject_secret, self.forgetting)
+
+    @cached_property
+    def forgetting(self) -> ForgetLedger:
+        """Item forgetting's tombstones (suppress, forget, erase a session)."""
+        return ForgetLedger(self.pool, self.config.subject_secret)
 
     @cached_property
     def memory(self) -> MemoryEraser:

@@ -1,0 +1,198 @@
+"""Item forgetting's tombstones: what blocks a forgotten item from being recalled or written again.
+
+A forget tombstone covers one or more of a user's items at one strength:
+
+- ``suppress``: hidden from recall and preload, kept, reversible (``lift``);
+- ``forget``: the items are deleted and the tombstone blocks them (or text holding a forgotten span) from
+  being written again: a re-ingested event, a summariser's output;
+- ``erase_session``: one whole session of the user (its permanent session tombstone lives in the ledger).
+
+It holds as little as possible: the subject key, the item ids, keyed hashes of the normalised forgotten
+spans with their word counts, keyed hashes of ``user:`` state keys, the strength and the times. A text is
+checked by hashing its word n-grams of the tombstones' span lengths (``TombstoneMatcher``): an exact match
+on normalised words, never a substring of free text, and no forgotten word kept in clear.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from psycopg_pool import ConnectionPool
+
+from stores.embedding import tokens
+from stores.identity import derived_key
+
+STRENGTHS = ("suppress", "forget", "erase_session")
+MAX_SPAN_WORDS = 12
+
+
+class ForgetRefused(ValueError):
+    """A forget that cannot be valid (unknown strength, nothing named, a span too long): nothing is written."""
+
+
+def span_words(span: str) -> list[str]:
+    return tokens(span)
+
+
+def span_digest(secret: bytes, words: Sequence[str]) -> str:
+    """Keyed hash of a normalised word sequence (lower-cased word tokens joined by one space)."""
+    key = derived_key(secret, "forget-span")
+    return hmac.new(key, " ".join(words).encode("utf-8"), hashlib.sha256).hexdigest()[:32]
+
+
+def state_key_digest(secret: bytes, state_key: str) -> str:
+    return hmac.new(derived_key(secret, "forget-state-key"), state_key.encode("utf-8"), hashlib.sha256).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class ForgetTombstone:
+    id: str
+    subject_key: str
+    app_name: str
+    strength: str
+    memory_ids: frozenset[str]
+    span_digests: frozenset[str]
+    span_lengths: frozenset[int]
+    state_key_digests: frozenset[str]
+    created_at: datetime
+    lifted_at: datetime | None = None
+
+
+@dataclass
+class TombstoneMatcher:
+    """Whether an item (by id) or a text (by its word n-grams) is covered by any of the live tombstones."""
+
+    secret: bytes
+    tombstones: Sequence[ForgetTombstone]
+    strengths: frozenset[str] = frozenset(STRENGTHS)
+    _ids: frozenset[str] = field(init=False)
+    _digests: frozenset[str] = field(init=False)
+    _lengths: tuple[int, ...] = field(init=False)
+    _states: frozenset[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        chosen = [t for t in self.tombstones if t.strength in self.strengths]
+        self._ids = frozenset(i for t in chosen for i in t.memory_ids)
+        self._digests = frozenset(d for t in chosen for d in t.span_digests)
+        self._lengths = tuple(sorted({n for t in chosen for n in t.span_lengths}))
+        self._states = frozenset(d for t in chosen for d in t.state_key_digests)
+
+    def __bool__(self) -> bool:
+        return bool(self._ids or self._digests or self._states)
+
+    def covers_id(self, item_id: str) -> bool:
+        return item_id in self._ids
+
+    def covers_text(self, text: str) -> bool:
+        if not self._digests:
+            return False
+        words = tokens(text)
+        for n in self._lengths:
+            for start in range(0, len(words) - n + 1):
+                if span_digest(self.secret, words[start : start + n]) in self._digests:
+                    return True
+        return False
+
+    def covers(self, item_id: str | None, text: str) -> bool:
+        return (item_id is not None and self.covers_id(item_id)) or self.covers_text(text)
+
+    def covers_state_key(self, state_key: str) -> bool:
+        return state_key_digest(self.secret, state_key) in self._states
+
+
+_COLUMNS = (
+    "id, subject_key, app_name, strength, memory_ids, span_digests, span_lengths, state_key_digests, created_at, "
+    "lifted_at"
+)
+
+
+def _tombstone(row: tuple[Any, ...]) -> ForgetTombstone:
+    return ForgetTombstone(
+        id=str(row[0]),
+        subject_key=str(row[1]),
+        app_name=str(row[2]),
+        strength=str(row[3]),
+        memory_ids=frozenset(str(i) for i in row[4]),
+        span_digests=frozenset(row[5]),
+        span_lengths=frozenset(row[6]),
+        state_key_digests=frozenset(row[7]),
+        created_at=row[8],
+        lifted_at=row[9],
+    )
+
+
+class ForgetLedger:
+    """The ``forget_tombstones`` table: place, lift (suppressions only) and read a subject's live ones."""
+
+    def __init__(self, pool: ConnectionPool, secret: bytes) -> None:
+        self._pool = pool
+        self._secret = secret
+
+    def place(
+        self,
+        subject_key: str,
+        app_name: str,
+        strength: str,
+        *,
+        memory_ids: Iterable[str] = (),
+        spans: Iterable[str] = (),
+        state_keys: Iterable[str] = (),
+        request_id: str | None = None,
+        tombstone_id: str | None = None,
+    ) -> str:
+        """Write one tombstone (idempotent by ``tombstone_id``: a retry writes nothing more)."""
+        if strength not in STRENGTHS:
+            raise ForgetRefused(f"unknown strength {strength!r}: one of {', '.join(STRENGTHS)}")
+        ids = sorted({str(uuid.UUID(i)) for i in memory_ids})
+        normalised = [w for w in (span_words(s) for s in spans) if w]
+        if any(len(w) > MAX_SPAN_WORDS for w in normalised):
+            raise ForgetRefused(f"a span is longer than {MAX_SPAN_WORDS} words: name the item instead")
+        keys = sorted({state_key_digest(self._secret, k) for k in state_keys})
+        if not (ids or normalised or keys):
+            raise ForgetRefused("a forget must name items, spans or state keys")
+        digests = sorted({span_digest(self._secret, w) for w in normalised})
+        lengths = sorted({len(w) for w in normalised})
+        new_id = tombstone_id or str(uuid.uuid4())
+        with self._pool.connection() as conn:
+            conn.execute(
+                "INSERT INTO forget_tombstones (id, subject_key, app_name, strength, memory_ids, span_digests, "
+                "span_lengths, state_key_digests, request_id) VALUES (%s, %s, %s, %s, %s::uuid[], %s, %s, %s, %s) "
+                "ON CONFLICT (id) DO NOTHING",
+                (new_id, subject_key, app_name, strength, ids, digests, lengths, keys, request_id),
+            )
+        return new_id
+
+    def lift(self, subject_key: str, tombstone_id: str) -> bool:
+        """Unsuppress: only a suppression of this subject is ever lifted; returns whether one was."""
+        with self._pool.connection() as conn:
+            return (
+                conn.execute(
+                    "UPDATE forget_tombstones SET lifted_at = now() WHERE id = %s AND subject_key = %s "
+                    "AND strength = 'suppress' AND lifted_at IS NULL",
+                    (tombstone_id, subject_key),
+                ).rowcount
+                > 0
+            )
+
+    def live(self, subject_key: str) -> list[ForgetTombstone]:
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM forget_tombstones WHERE subject_key = %s AND lifted_at IS NULL "
+                "ORDER BY created_at",
+                (subject_key,),
+            ).fetchall()
+        return [_tombstone(r) for r in rows]
+
+    def get(self, tombstone_id: str) -> ForgetTombstone | None:
+        with self._pool.connection() as conn:
+            row = conn.execute(f"SELECT {_COLUMNS} FROM forget_tombstones WHERE id = %s", (tombstone_id,)).fetchone()
+        return _tombstone(row) if row else None
+
+    def matcher(self, subject_key: str, strengths: Iterable[str] = STRENGTHS) -> TombstoneMatcher:
+        return TombstoneMatcher(self._secret, self.live(subject_key), frozenset(strengths))
