@@ -49,6 +49,7 @@ class ItemForgetter:
         state_keys: Sequence[str] = (),
         request_id: str,
         tombstone_id: str,
+        strength: str = "forget",
     ) -> ForgetOutcome:
         ids = [uuid.UUID(i) for i in memory_ids]
         with self._pool.connection() as conn:
@@ -64,7 +65,7 @@ class ItemForgetter:
         self._forgetting.place(
             subject_key,
             app_name,
-            "forget",
+            strength,
             memory_ids=[str(i) for i in mine],
             spans=spans,
             state_keys=state_keys,

@@ -69,6 +69,7 @@ class FoundMemory:
     text: str
     author: str | None
     created_at: datetime
+    kind: str = "episode"
 
 
 class MemoryStore:
@@ -154,17 +155,17 @@ class MemoryStore:
         vec = vector_literal(self._embedder.embed(query))
         with self._pool.connection() as conn:
             rows = conn.execute(
-                "SELECT id, content_sealed, author, created_at FROM memories WHERE app_name = %s AND user_id = %s "
-                "ORDER BY embedding <=> %s::vector LIMIT %s",
+                "SELECT id, content_sealed, author, created_at, kind FROM memories WHERE app_name = %s "
+                "AND user_id = %s ORDER BY embedding <=> %s::vector LIMIT %s",
                 (app_name, user_id, vec, limit),
             ).fetchall()
         out: list[FoundMemory] = []
-        for row_id, sealed, author, created in rows:
+        for row_id, sealed, author, created, kind in rows:
             try:
                 text = self.decrypt_row(row_id, bytes(sealed))
             except DataKeyShredded:
                 continue
-            out.append(FoundMemory(str(row_id), text, author, created))
+            out.append(FoundMemory(str(row_id), text, author, created, kind))
         return out
 
     def delete(self, app_name: str, user_id: str, memory_id: str) -> int:

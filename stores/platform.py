@@ -12,6 +12,7 @@ from psycopg_pool import ConnectionPool
 from stores.adk_schema import sqlalchemy_url
 from stores.artifacts import ArtifactEraser
 from stores.aws_clients import AwsEndpoints, kms_client, s3_client
+from stores.forget_requests import ForgetRequestStore
 from stores.forgetting import ForgetLedger
 from stores.keys import DataKeyStore
 from stores.logs import LogArchive
@@ -129,6 +130,11 @@ class Platform:
 
         inner = PostgresMemoryService(self.memory_store, self.config.subject_secret)
         return FencedMemoryService(inner, self.ledger, self.config.subject_secret, self.forgetting)
+
+    @cached_property
+    def forget_requests(self) -> ForgetRequestStore:
+        """Item forgetting's requests (the personal part sealed, dropped when each ends)."""
+        return ForgetRequestStore(self.pool, self.requests)
 
     @cached_property
     def forgetting(self) -> ForgetLedger:

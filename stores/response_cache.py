@@ -20,6 +20,7 @@ import hashlib
 import hmac
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -112,3 +113,24 @@ class ResponseCache:
             return None
         data = json.loads(self._keys.decrypt(bytes(sealed), key.encode()))
         return CachedResponse(str(data["prompt"]), str(data["response"]))
+
+    def forget_quoting(self, app_name: str, subject: str, quotes: Callable[[str], bool]) -> int:
+        """Remove the subject's entries whose prompt or response quotes a forgotten item (``quotes`` says,
+        from the forget tombstone's hashed spans), through the subject's index: cost follows their entries."""
+        index = index_key(app_name, subject)
+        digests = [d.decode() if isinstance(d, bytes) else str(d) for d in self.client.zrange(index, 0, -1)]
+        removed = 0
+        for start in range(0, len(digests), 200):
+            batch = digests[start : start + 200]
+            keys = [entry_key(app_name, subject, d) for d in batch]
+            for key, digest, sealed in zip(keys, batch, self.client.mget(keys), strict=True):
+                if sealed is None:
+                    continue
+                data = json.loads(self._keys.decrypt(bytes(sealed), key.encode()))
+                if quotes(f"{data['prompt']} {data['response']}"):
+                    pipe = self.client.pipeline(transaction=True)
+                    pipe.delete(key)
+                    pipe.zrem(index, digest)
+                    pipe.execute()
+                    removed += 1
+        return removed

@@ -108,6 +108,17 @@ class SessionStore:
         assert row is not None
         return SessionCounts(int(row[0]), int(row[1]), int(row[2]))
 
+    def count_sessions(self, app_name: str, user_id: str, session_ids: Sequence[str]) -> int:
+        """Session and event rows left of these sessions of one user (ADK's indexes)."""
+        self.check_schema()
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT (SELECT count(*) FROM sessions WHERE app_name = %s AND user_id = %s AND id = ANY(%s))"
+                " + (SELECT count(*) FROM events WHERE app_name = %s AND user_id = %s AND session_id = ANY(%s))",
+                (app_name, user_id, list(session_ids)) * 2,
+            ).fetchone()
+        return int(row[0]) if row else 0
+
     def owners_of_session_ids(
         self, app_name: str, session_ids: Sequence[str], belongs: Callable[[str], bool]
     ) -> dict[str, list[str]]:

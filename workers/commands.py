@@ -451,7 +451,7 @@ def _schedule(args: argparse.Namespace, settings: Settings) -> int:
     return asyncio.run(main())
 
 
-def _add_user_arguments(parser: argparse.ArgumentParser) -> None:
+def add_user_arguments(parser: argparse.ArgumentParser) -> None:
     who = parser.add_mutually_exclusive_group(required=True)
     who.add_argument("--user", help="the user id exactly as the platform stores it")
     who.add_argument(
@@ -483,7 +483,7 @@ def register(sub: Any) -> None:
 
     req = sub.add_parser("request", help="file an erasure request")
     req.add_argument("--app", required=True)
-    _add_user_arguments(req)
+    add_user_arguments(req)
     req.add_argument("--reason")
     req.add_argument("--requested-by")
     req.add_argument("--due", help="due date YYYY-MM-DD (default: received + ERASURE_DUE_DAYS)")

@@ -29,6 +29,7 @@ from temporalio.worker import (
 from activities import support
 from activities.artifacts import ArtifactActivities
 from activities.fence import FenceActivities
+from activities.forget import ForgetActivities
 from activities.keys import KeyActivities
 from activities.late_sweep import LateSweepActivities
 from activities.logs import LogActivities
@@ -45,6 +46,7 @@ from verifier.receipt_activity import ReceiptActivities
 from verifier.workflow import VerifierWorkflow
 from workers.logging_setup import get_logger
 from workflows.erasure import ErasureWorkflow
+from workflows.forget import ForgetWorkflow
 from workflows.sweep import LateWriterSweepWorkflow
 
 GRACEFUL_SHUTDOWN = timedelta(seconds=30)
@@ -97,6 +99,7 @@ def activity_objects(platform: Platform, signing_seed: bytes, adapters: AdapterR
         VerifierActivities(platform, adapters),
         ReceiptActivities(platform, signing_seed),
         NotifyActivities(platform),
+        ForgetActivities(platform, signing_seed),
     ]
 
 
@@ -106,7 +109,7 @@ def activity_functions(objects: Sequence[Any]) -> list[Any]:
 
 
 def workflows() -> list[type]:
-    return [ErasureWorkflow, VerifierWorkflow, LateWriterSweepWorkflow]
+    return [ErasureWorkflow, VerifierWorkflow, LateWriterSweepWorkflow, ForgetWorkflow]
 
 
 def build_worker(

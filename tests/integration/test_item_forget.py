@@ -19,6 +19,7 @@ from stores.forgetting import ForgetRefused
 from stores.identity import subject_key
 from stores.item_forget import ItemForgetter
 from stores.platform import Platform
+from tests.forget_fixtures import ingest, make_sessions, recall
 from tests.untouched import assert_untouched
 
 pytestmark = pytest.mark.integration
@@ -29,34 +30,16 @@ SEPTEMBER = ["I have moved to Berlin.", "My new home is in Berlin Mitte."]
 
 
 async def _sessions(platform: Platform, user: str, turns: list[list[str]]) -> list[Session]:
-    service = platform.adk_session_service()
-    out = []
-    try:
-        for n, texts in enumerate(turns):
-            session = await service.create_session(
-                app_name=APP, user_id=user, state={"user:default_city": "Pune" if n == 0 else "Berlin"}
-            )
-            for t, text in enumerate(texts):
-                event = Event(
-                    invocation_id=f"inv-{n}-{t}",
-                    author="user",
-                    content=types.Content(role="user", parts=[types.Part(text=text)]),
-                )
-                await service.append_event(session, event)
-            out.append(session)
-    finally:
-        await service.db_engine.dispose()
-    return out
+    states = [{"user:default_city": "Pune"}, {"user:current_city": "Berlin"}]
+    return await make_sessions(platform, APP, user, turns, states)
 
 
 async def _ingest(platform: Platform, sessions: list[Session]) -> None:
-    for s in sessions:
-        await platform.memory_service.add_session_to_memory(s)
+    await ingest(platform, sessions)
 
 
 async def _recall(platform: Platform, user: str, query: str) -> list[str]:
-    found = await platform.memory_service.search_memory(app_name=APP, user_id=user, query=query)
-    return [" ".join(p.text or "" for p in (m.content.parts or [])) for m in found.memories]
+    return await recall(platform, APP, user, query)
 
 
 def test_pune_to_berlin_forget_holds_through_reingest_and_spares_the_office_and_others(platform: Platform) -> None:

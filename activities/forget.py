@@ -1,0 +1,326 @@
+"""Item forgetting's activities: apply a forget at its strength, verify it held, sign its receipt.
+
+Each opens the request's sealed payload (raw user id, spans, state keys, session id) from the forget
+request store; nothing personal goes back to Temporal: results are counts, item ids and check verdicts.
+``apply`` places the tombstone first and is idempotent (the tombstone id is fixed at filing), so a retry
+after partial success changes nothing more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from psycopg.types.json import Jsonb
+from temporalio import activity
+
+from activities.support import PlatformActivities, beat, keep_sensitive, non_retryable, translate_errors
+from stores.adapters.interface import AdapterNotConfigured
+from stores.forget_requests import ForgetPayload, ForgetRequestRow
+from stores.forgetting import TombstoneMatcher
+from stores.identity import session_ref
+from stores.identity import subject_key as compute_key
+from stores.item_forget import ItemForgetter
+from verifier.receipt import FORGET_SCHEMA_ID, digest, document_bytes, sign, signing_key
+from verifier.receipt_activity import receipt_key, software_version
+from workflows import error_types
+from workflows.forget_contracts import (
+    ForgetActivityNames,
+    ForgetApplied,
+    ForgetCheck,
+    ForgetFinish,
+    ForgetReceiptInput,
+    ForgetReceiptRef,
+    ForgetStep,
+    ForgetVerification,
+    ForgetVerifyInput,
+)
+
+
+class ForgetActivities(PlatformActivities):
+    def __init__(self, platform: Any, signing_seed: bytes) -> None:
+        super().__init__(platform)
+        self._key = signing_key(signing_seed)
+
+    # ----- the request -----------------------------------------------------------------------------
+
+    def _open(self, request_id: str, subject_key: str, app_name: str) -> tuple[ForgetRequestRow, ForgetPayload]:
+        store = self.platform.forget_requests
+        row = store.get(request_id)
+        if row.subject_key != subject_key or row.app_name != app_name:
+            raise non_retryable("subject key does not match the request", error_types.INVALID_IDENTIFIER)
+        payload = store.payload(request_id)
+        if payload is None:
+            raise non_retryable("the request's payload was already dropped", error_types.USER_ID_FORGOTTEN)
+        keep_sensitive(payload.user_id, *payload.spans, *payload.state_keys, *payload.probes)
+        if payload.session_id:
+            keep_sensitive(payload.session_id)
+        if compute_key(self.platform.config.subject_secret, app_name, payload.user_id) != subject_key:
+            raise non_retryable("subject key does not match the request", error_types.INVALID_IDENTIFIER)
+        return row, payload
+
+    def _tombstone_matcher(self, row: ForgetRequestRow) -> TombstoneMatcher:
+        placed = self.platform.forgetting.get(row.tombstone_id)
+        return TombstoneMatcher(self.platform.config.subject_secret, [placed] if placed else [])
+
+    @activity.defn(name=ForgetActivityNames.BEGIN)
+    @translate_errors
+    def forget_begin(self, inp: ForgetStep) -> None:
+        self._open(inp.request_id, inp.subject_key, inp.app_name)
+        self.platform.forget_requests.set_state(inp.request_id, "running")
+
+    # ----- apply -----------------------------------------------------------------------------------
+
+    def _own_ids(self, subject_key: str, ids: list[str]) -> list[str]:
+        with self.platform.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT id FROM memories WHERE subject_key = %s AND id = ANY(%s::uuid[])", (subject_key, ids)
+            ).fetchall()
+        return sorted(str(r[0]) for r in rows)
+
+    def _session_item_ids(self, subject_key: str, app_name: str, user_id: str, session_id: str) -> list[str]:
+        with self.platform.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT id FROM memories WHERE subject_key = %s AND (session_id = %s OR source_sessions @> ARRAY[%s])",
+                (subject_key, session_id, session_ref(subject_key, session_id)),
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def _forget_cached(self, app_name: str, subject_key: str, matcher: TombstoneMatcher) -> int:
+        try:
+            cache = self.platform.response_cache
+        except AdapterNotConfigured:
+            return 0
+        return cache.forget_quoting(app_name, subject_key, matcher.covers_text)
+
+    @activity.defn(name=ForgetActivityNames.APPLY)
+    @translate_errors
+    def forget_apply(self, inp: ForgetStep) -> ForgetApplied:
+        row, payload = self._open(inp.request_id, inp.subject_key, inp.app_name)
+        sk, app, user = inp.subject_key, inp.app_name, payload.user_id
+        beat(stage="tombstone")
+        if row.strength == "suppress":
+            own = self._own_ids(sk, row.memory_ids)
+            self.platform.forgetting.place(
+                sk,
+                app,
+                "suppress",
+                memory_ids=own,
+                spans=payload.spans,
+                state_keys=payload.state_keys,
+                request_id=row.request_id,
+                tombstone_id=row.tombstone_id,
+            )
+            return ForgetApplied({"items_hidden": len(own), "refused_ids": len(row.memory_ids) - len(own)})
+        forgetter = ItemForgetter(self.platform.pool, self.platform.forgetting)
+        if row.strength == "erase_session":
+            return self._erase_session(row, payload, forgetter)
+        outcome = forgetter.forget(
+            sk,
+            app,
+            user,
+            row.memory_ids,
+            spans=payload.spans,
+            state_keys=payload.state_keys,
+            request_id=row.request_id,
+            tombstone_id=row.tombstone_id,
+        )
+        beat(stage="cache")
+        cached = self._forget_cached(app, sk, self._tombstone_matcher(row))
+        counts = {
+            "items": outcome.items,
+            "derived_rows": outcome.derived,
+            "state_keys": outcome.state_keys,
+            "cached_responses": cached,
+            "refused_ids": outcome.refused_ids,
+        }
+        return ForgetApplied(counts, outcome.derived_ids)
+
+    def _erase_session(self, row: ForgetRequestRow, payload: ForgetPayload, forgetter: ItemForgetter) -> ForgetApplied:
+        from stores.artifacts import session_prefix
+
+        sk, app, user, sid = row.subject_key, row.app_name, payload.user_id, str(payload.session_id)
+        self.platform.ledger.mark_sessions(app, [sid], sk, row.request_id)  # permanent: never re-ingested
+        items = self._session_item_ids(sk, app, user, sid)
+        outcome = forgetter.forget(
+            sk, app, user, items, request_id=row.request_id, tombstone_id=row.tombstone_id, strength="erase_session"
+        )
+        beat(stage="artifacts")
+        versions = self.platform.artifacts.erase_prefix(session_prefix(app, sk, sid))
+        beat(stage="session")
+        counts = self.platform.sessions.erase_sessions(app, user, [sid])
+        cached = self._forget_cached(app, sk, self._tombstone_matcher(row))
+        return ForgetApplied(
+            {
+                "sessions": counts.sessions,
+                "events": counts.events,
+                "items": outcome.items,
+                "derived_rows": outcome.derived,
+                "artifact_versions": versions,
+                "cached_responses": cached,
+            },
+            outcome.derived_ids,
+        )
+
+    # ----- verify ----------------------------------------------------------------------------------
+
+    def _reingest(self, app: str, user: str) -> int:
+        """Every one of the user's sessions through the memory service again (a backfill job's path)."""
+        platform = self.platform
+
+        async def run() -> int:
+            service = platform.adk_session_service()
+            done = 0
+            try:
+                for sid in platform.sessions.session_ids(app, user):
+                    session = await service.get_session(app_name=app, user_id=user, session_id=sid)
+                    if session is not None:
+                        await platform.memory_service.add_session_to_memory(session)
+                        done += 1
+                        beat(stage="reingest", sessions=done)
+            finally:
+                await service.db_engine.dispose()
+            return done
+
+        return asyncio.run(run())
+
+    def _recall(self, app: str, user: str, query: str) -> list[tuple[str, str]]:
+        async def run() -> list[tuple[str, str]]:
+            found = await self.platform.memory_service.search_memory(app_name=app, user_id=user, query=query)
+            return [(m.id or "", " ".join(p.text or "" for p in (m.content.parts or []))) for m in found.memories]
+
+        return asyncio.run(run())
+
+    @activity.defn(name=ForgetActivityNames.VERIFY)
+    @translate_errors
+    def forget_verify(self, inp: ForgetVerifyInput) -> ForgetVerification:
+        row, payload = self._open(inp.request_id, inp.subject_key, inp.app_name)
+        sk, app, user = inp.subject_key, inp.app_name, payload.user_id
+        matcher = self._tombstone_matcher(row)
+        checks: list[ForgetCheck] = []
+        reingested = self._reingest(app, user) if inp.reingest else 0
+        if not matcher:
+            checks.append(ForgetCheck("tombstone", False, {}, "the request's tombstone is missing"))
+            return ForgetVerification("after_reingest" if inp.reingest else "after_forget", False, checks)
+        probes = [*payload.probes, *payload.spans] or ["*"]
+        recalled = 0
+        for probe in probes:
+            recalled += sum(matcher.covers(i, text) for i, text in self._recall(app, user, probe))
+        checks.append(
+            ForgetCheck(
+                "recall", recalled == 0, {"probes": len(probes), "recalled": recalled, "reingested": reingested}
+            )
+        )
+        stored, kept = self._stored(sk, row, matcher)
+        if row.strength == "suppress":
+            checks.append(ForgetCheck("store", True, {"kept": kept}, "suppressed items are kept, hidden from recall"))
+        else:
+            checks.append(ForgetCheck("store", stored == 0, {"stored_again": stored}))
+            states = self._state_keys_left(app, user, payload.state_keys)
+            checks.append(ForgetCheck("state", states == 0, {"state_keys_left": states}))
+        if row.strength == "erase_session" and payload.session_id:
+            left = self.platform.sessions.count_sessions(app, user, [payload.session_id])
+            checks.append(ForgetCheck("session", left == 0, {"session_rows_left": left}))
+        phase = "after_reingest" if inp.reingest else "after_forget"
+        return ForgetVerification(phase, all(c.passed for c in checks), checks)
+
+    def _stored(self, subject_key: str, row: ForgetRequestRow, matcher: TombstoneMatcher) -> tuple[int, int]:
+        """(forgotten items found in the store again, by id or by a forgotten span; items of the request kept).
+        Reads the user's rows directly (bypassing the memory service's filters): cost follows their rows."""
+        ids = [uuid.UUID(i) for i in row.memory_ids]
+        with self.platform.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT id, content_sealed FROM memories WHERE subject_key = %s", (subject_key,)
+            ).fetchall()
+        stored = kept = 0
+        for row_id, sealed in rows:
+            if row_id in ids:
+                kept += 1
+            try:
+                text = self.platform.memory_store.decrypt_row(row_id, bytes(sealed))
+            except Exception:  # noqa: S112 - a row whose key is gone holds nothing readable
+                continue
+            if matcher.covers(str(row_id), text):
+                stored += 1
+        return stored, kept
+
+    def _state_keys_left(self, app: str, user: str, state_keys: list[str]) -> int:
+        bare = [k.removeprefix("user:") for k in state_keys]
+        if not bare:
+            return 0
+        with self.platform.pool.connection() as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM user_states, jsonb_object_keys(state) AS k(key) "
+                "WHERE app_name = %s AND user_id = %s AND k.key = ANY(%s)",
+                (app, user, bare),
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    # ----- receipt and finish ----------------------------------------------------------------------
+
+    @activity.defn(name=ForgetActivityNames.RECEIPT)
+    @translate_errors
+    def forget_receipt(self, inp: ForgetReceiptInput) -> ForgetReceiptRef:
+        with self.platform.pool.connection() as conn:
+            existing = conn.execute(
+                "SELECT body, signature FROM receipts WHERE request_id = %s", (inp.request_id,)
+            ).fetchone()
+        if existing:  # a retry after it was stored: the same document again
+            document = {"receipt": existing[0], "signature": json.loads(existing[1])}
+        else:
+            row = self.platform.forget_requests.get(inp.request_id)
+            body = {
+                "schema": FORGET_SCHEMA_ID,
+                "request_id": inp.request_id,
+                "subject_key": inp.subject_key,
+                "app_name": inp.app_name,
+                "strength": inp.strength,
+                "status": inp.status,
+                "tombstone_id": row.tombstone_id,
+                "items": sorted(row.memory_ids),
+                "counts": dict(inp.counts),
+                "derived_rows_removed": sorted(inp.derived_ids),
+                "received_at": row.received_at.isoformat(),
+                "completed_at": datetime.fromisoformat(inp.completed_at).isoformat(),
+                "verifications": [
+                    {
+                        "phase": v.phase,
+                        "passed": v.passed,
+                        "checks": [
+                            {"check": c.check, "passed": c.passed, "counts": dict(c.counts), "detail": c.detail}
+                            for c in v.checks
+                        ],
+                    }
+                    for v in inp.verifications
+                ],
+                "software": {"name": "erasure-orchestrator", "version": software_version()},
+                "issued_at": datetime.now(UTC).isoformat(),
+            }
+            document = sign(body, self._key)
+            with self.platform.pool.connection() as conn:
+                conn.execute(
+                    "INSERT INTO receipts (request_id, subject_key, body, signature) VALUES (%s, %s, %s, %s) "
+                    "ON CONFLICT (request_id) DO NOTHING",
+                    (inp.request_id, inp.subject_key, Jsonb(document["receipt"]), json.dumps(document["signature"])),
+                )
+        self.platform.s3.put_object(
+            Bucket=self.platform.config.receipt_bucket,
+            Key=receipt_key(inp.request_id),
+            Body=document_bytes(document),
+            ContentType="application/json",
+        )
+        return ForgetReceiptRef(inp.request_id, digest(document))
+
+    @activity.defn(name=ForgetActivityNames.FINISH)
+    @translate_errors
+    def forget_finish(self, inp: ForgetFinish) -> None:
+        store = self.platform.forget_requests
+        store.set_state(inp.request_id, inp.status, {"counts": dict(inp.counts)})
+        store.close(inp.request_id)  # the personal payload goes; the tombstone keeps keyed hashes
+
+    def activities(self) -> list[Callable[..., Any]]:
+        return [self.forget_begin, self.forget_apply, self.forget_verify, self.forget_receipt, self.forget_finish]

@@ -1,0 +1,228 @@
+"""Resolution before action: what a request to forget ("where I live") would act on, in plain words.
+
+``resolve`` asks the same retrieval the agent uses for recall (``MemoryStore.search``, nearest embeddings
+of the user's own rows) and keeps the hits that hold at least one of the description's content words,
+so what the agent would surface is exactly what is offered for forgetting. It also lists the user's
+``user:`` state entries whose value holds one of those words, the summaries drawn from the candidates
+(they go with them), and how many items of other users hold the same words (never touched: forgetting
+acts on one user's items only). Nothing is changed; the caller shows the preview and acts on the ids
+the person confirms. The candidates' texts go to the person who owns them, never to logs or Temporal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from psycopg_pool import ConnectionPool
+
+from stores.embedding import tokens
+from stores.forgetting import MAX_SPAN_WORDS, TombstoneMatcher
+from stores.identity import subject_key, token_digest
+from stores.memory import MemoryStore
+
+#: words that say how to ask, not what about: never the reason an item is offered
+STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "i",
+        "im",
+        "i'm",
+        "me",
+        "my",
+        "mine",
+        "we",
+        "our",
+        "ours",
+        "you",
+        "your",
+        "is",
+        "am",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "to",
+        "of",
+        "in",
+        "on",
+        "at",
+        "by",
+        "for",
+        "and",
+        "or",
+        "but",
+        "that",
+        "this",
+        "these",
+        "those",
+        "it",
+        "its",
+        "where",
+        "what",
+        "who",
+        "whom",
+        "when",
+        "why",
+        "how",
+        "about",
+        "please",
+        "forget",
+        "remember",
+        "forgot",
+        "do",
+        "does",
+        "did",
+        "have",
+        "has",
+        "had",
+        "from",
+        "with",
+        "as",
+        "so",
+        "not",
+        "no",
+        "yes",
+        "can",
+        "could",
+        "would",
+        "should",
+        "will",
+        "shall",
+        "just",
+        "all",
+        "any",
+        "some",
+        "thing",
+        "things",
+        "stuff",
+        "there",
+        "here",
+        "them",
+        "they",
+        "he",
+        "she",
+        "him",
+        "her",
+        "his",
+        "hers",
+        "us",
+    ]
+)
+
+
+def content_words(text: str) -> list[str]:
+    seen: list[str] = []
+    for word in tokens(text):
+        if word not in STOPWORDS and word not in seen:
+            seen.append(word)
+    return seen
+
+
+@dataclass(frozen=True)
+class Candidate:
+    memory_id: str
+    kind: str
+    written: str  # the day it was written (YYYY-MM-DD)
+    text: str  # the item, shown to the person it belongs to
+    matched: list[str]  # the description's words it holds
+    hidden: bool = False  # already suppressed
+
+    def describe(self) -> str:
+        quoted = self.text if len(self.text) <= 80 else self.text[:77] + "..."
+        what = {"episode": "something said", "fact": "a fact", "summary": "a summary"}.get(self.kind, self.kind)
+        return f'{what} from {self.written}: "{quoted}"'
+
+
+@dataclass(frozen=True)
+class StateCandidate:
+    key: str  # as the agent sees it: user:<name>
+    value: str
+
+
+@dataclass(frozen=True)
+class Preview:
+    about_words: list[str]
+    candidates: list[Candidate]
+    state_keys: list[StateCandidate]
+    derived: int  # rows derived from the candidates (summaries): removed with them and listed
+    others_holding: int  # items of other users that hold the description's words: never touched (capped)
+    warnings: list[str] = field(default_factory=list)
+
+    def spans(self, chosen: list[str]) -> list[str]:
+        """The spans a forget of the chosen candidates blocks: each chosen item's own words, when short."""
+        return [c.text for c in self.candidates if c.memory_id in chosen and len(tokens(c.text)) <= MAX_SPAN_WORDS]
+
+
+OTHERS_CAP = 100
+
+
+def resolve(
+    pool: ConnectionPool,
+    store: MemoryStore,
+    secret: bytes,
+    app_name: str,
+    user_id: str,
+    about: str,
+    *,
+    limit: int = 10,
+    hidden: TombstoneMatcher | None = None,
+) -> Preview:
+    words = content_words(about)
+    if not words:
+        return Preview([], [], [], 0, 0, ["the description names nothing to look for: say what to forget"])
+    found = store.search(app_name, user_id, about, limit=max(limit * 4, 20))
+    candidates: list[Candidate] = []
+    for item in found:
+        held = set(tokens(item.text))
+        matched = [w for w in words if w in held]
+        if not matched:
+            continue
+        candidates.append(
+            Candidate(
+                item.id,
+                item.kind,
+                item.created_at.date().isoformat(),
+                item.text,
+                matched,
+                hidden=bool(hidden and hidden.covers(item.id, item.text)),
+            )
+        )
+        if len(candidates) >= limit:
+            break
+    sk = subject_key(secret, app_name, user_id)
+    digests = [token_digest(secret, w) for w in words]
+    with pool.connection() as conn:
+        state_rows = conn.execute(
+            "SELECT k.key, k.value FROM user_states, jsonb_each_text(state) AS k(key, value) "
+            "WHERE app_name = %s AND user_id = %s",
+            (app_name, user_id),
+        ).fetchall()
+        others = conn.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM memories WHERE token_digests && %s::text[] AND subject_key <> %s "
+            "LIMIT %s) AS holders",
+            (digests, sk, OTHERS_CAP),
+        ).fetchone()
+        ids = [c.memory_id for c in candidates]
+        derived = conn.execute(
+            "SELECT count(DISTINCT m.id) FROM unnest(%s::uuid[]) AS given(id) "
+            "JOIN memories m ON m.derived_from @> ARRAY[given.id]",
+            (ids,),
+        ).fetchone()
+    states = [StateCandidate(f"user:{k}", str(v)) for k, v in state_rows if set(tokens(str(v))) & set(words)]
+    warnings: list[str] = []
+    if len({tuple(c.matched) for c in candidates}) > 1 or len(candidates) > 1:
+        warnings.append(
+            f"{len(candidates)} items match and not all for the same reason: choose the ones to forget "
+            "(a loose description can catch unrelated items)"
+        )
+    holders = int(others[0]) if others else 0
+    if holders:
+        shown = f"{holders}+" if holders >= OTHERS_CAP else str(holders)
+        warnings.append(f"{shown} items of other users hold these words too: they are never touched")
+    if not candidates and not states:
+        warnings.append("nothing stored matches the description")
+    return Preview(words, candidates, states, int(derived[0]) if derived else 0, holders, warnings)

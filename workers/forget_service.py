@@ -1,0 +1,107 @@
+"""Forget one thing: preview what a description resolves to, then file a forget at a strength.
+
+Used by the CLI (``erasure forget``) and, through the same two calls, by the agent's tools and the console.
+``preview`` changes nothing. ``file_forget`` validates the ids, seals what is personal in the forget
+request store and starts ``ForgetWorkflow`` with ids, keys and counts only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from temporalio.client import Client
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+
+from stores.errors import InvalidIdentifier
+from stores.forget_requests import ForgetPayload
+from stores.forget_resolution import Preview, resolve
+from stores.forgetting import ForgetRefused
+from stores.platform import Platform
+from workers.service import RequestRefused, validate_request
+from workers.settings import Settings
+from workflows.forget_contracts import FORGET_WORKFLOW, ForgetInput, ForgetResult, forget_workflow_id
+from workflows.search_attributes import ERASURE_STAGE, ERASURE_STATUS
+
+
+def preview(platform: Platform, app_name: str, user_id: str, about: str, limit: int = 10) -> Preview:
+    """What ``about`` resolves to among the user's items (the recall path), with warnings; changes nothing."""
+    sk = validate_request(platform, app_name, user_id)
+    hidden = platform.forgetting.matcher(sk, ("suppress",))
+    return resolve(
+        platform.pool,
+        platform.memory_store,
+        platform.config.subject_secret,
+        app_name,
+        user_id,
+        about,
+        limit=limit,
+        hidden=hidden,
+    )
+
+
+@dataclass(frozen=True)
+class FiledForget:
+    request_id: str
+    subject_key: str
+    workflow_id: str
+    tombstone_id: str
+
+
+def _item_texts(platform: Platform, subject: str, memory_ids: Sequence[str]) -> list[str]:
+    """The chosen items' own words: the verifier's recall probes (sealed with the request)."""
+    import uuid
+
+    with platform.pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT id, content_sealed FROM memories WHERE subject_key = %s AND id = ANY(%s::uuid[])",
+            (subject, [str(uuid.UUID(i)) for i in memory_ids]),
+        ).fetchall()
+    return [platform.memory_store.decrypt_row(r[0], bytes(r[1])) for r in rows]
+
+
+async def file_forget(
+    client: Client,
+    platform: Platform,
+    settings: Settings,
+    *,
+    app_name: str,
+    user_id: str,
+    strength: str,
+    memory_ids: Sequence[str] = (),
+    spans: Sequence[str] = (),
+    state_keys: Sequence[str] = (),
+    session_id: str | None = None,
+    about: str | None = None,
+    requested_by: str | None = None,
+) -> FiledForget:
+    """File a confirmed forget; ``RequestRefused`` (nothing stored or started) when it cannot be valid."""
+    sk = validate_request(platform, app_name, user_id)
+    try:
+        ids = list(memory_ids)
+        probes = [about] if about else []
+        probes += await asyncio.to_thread(_item_texts, platform, sk, ids)
+        payload = ForgetPayload(user_id, list(spans), list(state_keys), session_id, probes)
+        row = await asyncio.to_thread(
+            platform.forget_requests.create, sk, app_name, strength, ids, payload, requested_by=requested_by
+        )
+    except (ForgetRefused, InvalidIdentifier, ValueError) as exc:
+        raise RequestRefused(str(exc)) from None
+    await client.start_workflow(
+        FORGET_WORKFLOW,
+        ForgetInput(row.request_id, sk, app_name, strength, row.memory_ids),
+        id=forget_workflow_id(row.request_id),
+        task_queue=settings.task_queue,
+        search_attributes=TypedSearchAttributes(
+            [SearchAttributePair(ERASURE_STATUS, "received"), SearchAttributePair(ERASURE_STAGE, "received")]
+        ),
+        static_summary=f"{strength} of {len(row.memory_ids)} item(s) of {sk[:15]}… in {app_name}",
+    )
+    return FiledForget(row.request_id, sk, forget_workflow_id(row.request_id), row.tombstone_id)
+
+
+async def forget_result(client: Client, request_id: str) -> ForgetResult:
+    handle = client.get_workflow_handle(forget_workflow_id(request_id), result_type=ForgetResult)
+    result: ForgetResult = await handle.result()
+    return result
