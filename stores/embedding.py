@@ -8,12 +8,12 @@ import re
 from typing import Protocol
 
 DIMENSIONS = 64
-_WORD = re.compile(r"\w+", re.UNICODE)
+WORD = re.compile(r"\w+", re.UNICODE)  # a word: what tokens, spans and redaction all count
 
 
 def tokens(text: str) -> list[str]:
     """Lower-cased word tokens; the unit for embeddings, canaries and token digests."""
-    return [t.lower() for t in _WORD.findall(text)]
+    return [t.lower() for t in WORD.findall(text)]
 
 
 class Embedder(Protocol):

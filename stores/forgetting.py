@@ -25,7 +25,7 @@ from typing import Any
 
 from psycopg_pool import ConnectionPool
 
-from stores.embedding import tokens
+from stores.embedding import WORD, tokens
 from stores.identity import derived_key
 
 STRENGTHS = ("suppress", "forget", "erase_session")
@@ -196,3 +196,36 @@ class ForgetLedger:
 
     def matcher(self, subject_key: str, strengths: Iterable[str] = STRENGTHS) -> TombstoneMatcher:
         return TombstoneMatcher(self._secret, self.live(subject_key), frozenset(strengths))
+
+
+REDACTED = "[forgotten at user request]"
+
+
+def span_patterns(secret: bytes, spans: Iterable[str]) -> dict[str, list[Any]]:
+    """What a conversation's redaction needs of forgotten spans: their keyed hashes and word counts (no
+    text), the form kept in session state for the rest of the session."""
+    normalised = [w for w in (span_words(s) for s in spans) if w and len(w) <= MAX_SPAN_WORDS]
+    return {
+        "digests": sorted({span_digest(secret, w) for w in normalised}),
+        "lengths": sorted({len(w) for w in normalised}),
+    }
+
+
+def redact(secret: bytes, text: str, patterns: dict[str, list[Any]]) -> str:
+    """``text`` with every run of words whose normalised form hashes to a forgotten span replaced by
+    ``REDACTED`` (exact words, case and punctuation aside; never a substring of a word)."""
+    digests = set(patterns.get("digests") or [])
+    if not digests or not text:
+        return text
+    words = [(m.start(), m.end(), m.group(0).lower()) for m in WORD.finditer(text)]
+    cut: list[tuple[int, int]] = []
+    for n in sorted({int(n) for n in patterns.get("lengths") or []}, reverse=True):
+        for i in range(0, len(words) - n + 1):
+            start, end = words[i][0], words[i + n - 1][1]
+            if any(s < end and start < e for s, e in cut):
+                continue
+            if span_digest(secret, [w for _s, _e, w in words[i : i + n]]) in digests:
+                cut.append((start, end))
+    for start, end in sorted(cut, reverse=True):
+        text = text[:start] + REDACTED + text[end:]
+    return text

@@ -1,0 +1,132 @@
+"""Forgetting in the agent: two ADK tools and a before-model callback (issue 16).
+
+- ``preview_forget(about)`` (no confirmation): resolves the description through the same recall path the
+  agent uses, hides the candidates from recall at once (a suppression: reversible, nothing deleted) and
+  returns them in plain words with their ids, for the agent to show the user.
+- ``forget_memories(memory_ids)`` (ADK's tool confirmation: the user approves the ids before the body
+  runs): files a durable forget of exactly those items (``ForgetWorkflow``, through the runtime's
+  ``filer``) with the matching ``user:`` state keys the preview found, and returns the request id.
+- ``redact_forgotten``: a ``before_model_callback`` that replaces the forgotten spans in the request's
+  contents for the rest of the session (events cannot be deleted one by one: the conversation still in
+  progress would otherwise repeat them). The session keeps only keyed hashes of the spans
+  (``forget_patterns``), never their text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from stores.forget_resolution import resolve
+from stores.forgetting import redact, span_patterns
+from stores.identity import subject_key
+
+if TYPE_CHECKING:
+    from google.adk.agents.callback_context import CallbackContext
+    from google.adk.models.llm_request import LlmRequest
+    from google.adk.models.llm_response import LlmResponse
+    from google.adk.tools.function_tool import FunctionTool
+    from google.adk.tools.tool_context import ToolContext
+
+    from stores.platform import Platform
+
+#: session state: keyed hashes and word counts of the spans to redact (no text)
+PATTERNS_KEY = "forget_patterns"
+#: session state: what the last preview offered (ids and user: state key names; no text)
+PENDING_KEY = "forget_pending"
+
+#: files a confirmed forget: (app, user, strength, memory ids, spans, state keys, about) -> request id
+Filer = Callable[[str, str, str, Sequence[str], Sequence[str], Sequence[str], str | None], Awaitable[str]]
+
+
+def _merge(old: Any, new: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    old = old if isinstance(old, dict) else {}
+    return {k: sorted(set(old.get(k) or []) | set(new[k])) for k in ("digests", "lengths")}
+
+
+class ForgetTools:
+    def __init__(self, platform: Platform, filer: Filer) -> None:
+        self._platform = platform
+        self._filer = filer
+
+    async def preview_forget(self, about: str, tool_context: ToolContext) -> dict[str, Any]:
+        """Find the stored memories that match what the user wants forgotten and hide them from recall.
+
+        Args:
+          about: the user's own words for what to forget, e.g. "where I live".
+        """
+        session = tool_context.session
+        app, user = session.app_name, session.user_id
+        platform = self._platform
+        secret = platform.config.subject_secret
+        found = await asyncio.to_thread(
+            resolve, platform.pool, platform.memory_store, secret, app, user, about, limit=10
+        )
+        ids = [c.memory_id for c in found.candidates]
+        if ids:
+            sk = subject_key(secret, app, user)
+            await asyncio.to_thread(platform.forgetting.place, sk, app, "suppress", memory_ids=ids)
+        spans = [c.text for c in found.candidates]
+        tool_context.state[PATTERNS_KEY] = _merge(tool_context.state.get(PATTERNS_KEY), span_patterns(secret, spans))
+        tool_context.state[PENDING_KEY] = {"ids": ids, "state_keys": [s.key for s in found.state_keys]}
+        return {
+            "status": "ok",
+            "candidates": [{"id": c.memory_id, "description": c.describe()} for c in found.candidates],
+            "settings": [s.key for s in found.state_keys],
+            "notes": found.warnings,
+            "hidden": "these are hidden from recall now; ask the user which to forget for good",
+        }
+
+    async def forget_memories(self, memory_ids: list[str], tool_context: ToolContext) -> dict[str, Any]:
+        """Permanently forget memories by id, after the user chose them from preview_forget's list.
+
+        Args:
+          memory_ids: the ids the user chose.
+        """
+        session = tool_context.session
+        pending = tool_context.state.get(PENDING_KEY) or {}
+        offered = set(pending.get("ids") or [])
+        chosen = [i for i in memory_ids if i in offered]
+        if not chosen:
+            return {"status": "error", "error": "none of these ids was offered by preview_forget: preview first"}
+        spans = await asyncio.to_thread(self._texts, session.app_name, session.user_id, chosen)
+        request_id = await self._filer(
+            session.app_name,
+            session.user_id,
+            "forget",
+            chosen,
+            spans,
+            list(pending.get("state_keys") or []),
+            None,
+        )
+        return {"status": "forgetting", "request": request_id, "items": len(chosen)}
+
+    def _texts(self, app: str, user: str, ids: list[str]) -> list[str]:
+        sk = subject_key(self._platform.config.subject_secret, app, user)
+        with self._platform.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT id, content_sealed FROM memories WHERE subject_key = %s AND id = ANY(%s::uuid[])", (sk, ids)
+            ).fetchall()
+        return [self._platform.memory_store.decrypt_row(r[0], bytes(r[1])) for r in rows]
+
+    def tools(self) -> list[FunctionTool]:
+        from google.adk.tools.function_tool import FunctionTool
+
+        return [FunctionTool(self.preview_forget), FunctionTool(self.forget_memories, require_confirmation=True)]
+
+
+def redact_forgotten(secret: bytes) -> Callable[[CallbackContext, LlmRequest], LlmResponse | None]:
+    """A ``before_model_callback``: the request's text parts with forgotten spans replaced."""
+
+    def callback(callback_context: CallbackContext, llm_request: LlmRequest) -> LlmResponse | None:
+        patterns = callback_context.state.get(PATTERNS_KEY)
+        if not isinstance(patterns, dict) or not patterns.get("digests"):
+            return None
+        for content in llm_request.contents:
+            for part in content.parts or []:
+                if part.text:
+                    part.text = redact(secret, part.text, patterns)
+        return None
+
+    return callback
