@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import uuid
 from typing import Any
 
 from workers.errors import ErasureCliError
@@ -109,9 +110,13 @@ def _unsuppress(args: argparse.Namespace, settings: Settings) -> int:
     from workers.service import exact_user_id, validate_request
 
     user_id = exact_user_id(args.user, args.user_hex)
+    try:
+        tombstone = str(uuid.UUID(args.tombstone))
+    except ValueError:
+        raise ErasureCliError("--tombstone must be a tombstone id (a UUID)") from None
     with _platform(settings) as platform:
         sk = validate_request(platform, args.app, user_id)
-        lifted = platform.forgetting.lift(sk, args.tombstone)
+        lifted = platform.forgetting.lift(sk, tombstone)
     print("suppression lifted" if lifted else "no live suppression with that id for this user (nothing changed)")
     return 0 if lifted else 1
 
