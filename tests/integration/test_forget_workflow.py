@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +29,7 @@ from workflows.forget_contracts import forget_workflow_id
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
 APP = "forget-flow"
+RECORDED = Path(__file__).resolve().parents[1] / "histories" / "forget_completed.json"
 MARCH = ["I live in Pune near the river.", "Our Pune office is on FC Road.", "I like filter coffee."]
 SEPTEMBER = ["I have moved to Berlin.", "My new home is in Berlin Mitte."]
 
@@ -113,13 +116,18 @@ async def test_forget_the_pune_address_through_the_workflow(saga: SagaHarness) -
     assert not any(p in r[0].lower() for r in stored for p in ("pune", "river", "default_city", user.lower()))
 
     # the progress query names each step and its state
-    progress = await saga.client.get_workflow_handle(forget_workflow_id(filed.request_id)).query("progress")
+    handle = saga.client.get_workflow_handle(forget_workflow_id(filed.request_id))
+    progress = await handle.query("progress")
     assert [(s["name"], s["state"]) for s in progress["steps"]] == [
         ("apply", "done"),
         ("verify", "done"),
         ("reingest_verify", "done"),
         ("receipt", "done"),
     ]
+
+    if os.environ.get("ERASURE_RECORD_FORGET_HISTORY"):  # tests/unit/test_replay.py replays it
+        history = await handle.fetch_history()
+        RECORDED.write_text(history.to_json())
 
 
 async def test_suppress_hides_keeps_and_unsuppress_restores(saga: SagaHarness) -> None:

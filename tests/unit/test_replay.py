@@ -21,6 +21,7 @@ from tests.stack_fixture import TEST_PAYLOAD_KEY
 from verifier.workflow import VerifierWorkflow
 from workers.codec import data_converter
 from workflows.erasure import HOLDS_AND_LIFECYCLE, ErasureWorkflow
+from workflows.forget import ForgetWorkflow
 
 HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 
@@ -40,6 +41,7 @@ HISTORIES = Path(__file__).resolve().parents[1] / "histories"
         "verify_completed.json",
         "verify_plan.json",  # one check per planned store, then the fence
         "verify_plan_chroma.json",  # seven store checks and the fence
+        "forget_completed.json",  # item forgetting (issue 16): apply, verify, re-ingest and verify, receipt
     ],
 )
 async def test_recorded_history_replays(name: str) -> None:
@@ -47,7 +49,7 @@ async def test_recorded_history_replays(name: str) -> None:
     first = json.loads(text)["events"][0]
     workflow_id = first["workflowExecutionStartedEventAttributes"].get("workflowId", "recorded")
     replayer = Replayer(
-        workflows=[ErasureWorkflow, VerifierWorkflow],
+        workflows=[ErasureWorkflow, VerifierWorkflow, ForgetWorkflow],
         data_converter=data_converter(bytes.fromhex(TEST_PAYLOAD_KEY)),
     )
     result = await replayer.replay_workflow(WorkflowHistory.from_json(workflow_id, text), raise_on_replay_failure=False)
