@@ -514,7 +514,10 @@ def create_app(console: Console) -> FastAPI:
         console.audit.append(p.subject, "token_revoked", None, {"token_id": token_id})
         return _token(info)
 
+    from console.forget_routes import add_forget_routes
     from console.temporal_ui import SESSION_COOKIE, CodecOrigins, add_codec, add_temporal_ui_proxy
+
+    add_forget_routes(app, console)
 
     if console.codec is not None:
         add_codec(app, console.codec)

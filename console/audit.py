@@ -33,6 +33,8 @@ ACTIONS = (
     "receipt_downloaded",
     "token_created",
     "token_revoked",
+    "forget_previewed",  # item forgetting (issue 16): a staff member saw what a description resolves to
+    "forget_filed",
 )
 
 

@@ -129,6 +129,16 @@ class ForgetRequestStore:
             raise RequestNotFound(f"no forget request {request_id}")
         return _row(row)
 
+    def requested_by(self, request_id: str) -> str | None:
+        """Who filed it (sealed at rest, like an erasure request's requester)."""
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT requested_by FROM forget_requests WHERE request_id = %s", (request_id,)
+            ).fetchone()
+        if row is None:
+            raise RequestNotFound(f"no forget request {request_id}")
+        return self._sealer.open_text(request_id, row[0])
+
     def payload(self, request_id: str) -> ForgetPayload | None:
         """The sealed payload opened, or ``None`` once the request ended (it was dropped)."""
         with self._pool.connection() as conn:

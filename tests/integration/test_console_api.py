@@ -18,6 +18,7 @@ import hmac
 import json
 import threading
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -69,6 +70,9 @@ ALLOWED: dict[tuple[str, str], set[str] | None] = {
     ("POST", "/api/tokens"): {"admin"},
     ("DELETE", "/api/tokens/{token_id}"): {"admin"},
     ("POST", "/codec/decode"): {"approver", "auditor", "admin"},  # Temporal UI's codec calls
+    ("POST", "/api/forget/preview"): {"requester"},  # item forgetting (issue 16)
+    ("POST", "/api/forget"): {"requester"},
+    ("GET", "/api/forget/{request_id}"): {"requester", "approver", "auditor", "admin"},
 }
 
 
@@ -139,6 +143,8 @@ async def test_every_route_with_every_role_and_without_credentials(api: Api) -> 
         "/release": {"reason": "litigation over"},
         "/api/tokens": {"name": "walk", "roles": ["auditor"]},
         "/codec/decode": {"payloads": []},
+        "/forget/preview": {"app_name": APP, "user_id": "nobody-here", "about": "where I live"},
+        "/api/forget": {"app_name": APP, "user_id": "nobody-here"},  # names nothing: refused, nothing filed
     }
     for method, path in _routes(api.app):
         url = path.replace("{request_id}", "er_nosuchrequest0000000").replace("{token_id}", "nosuchtoken")
@@ -791,3 +797,40 @@ async def test_the_request_list_filters_by_state_running_stage_and_due_date(api:
         json={"reason": "test over"},
         headers=api.bearer("amir@compliance.example", "approver"),
     )
+
+
+async def test_item_forgetting_from_the_console_previews_files_and_audits(api: Api) -> None:
+    from tests.forget_fixtures import ingest, make_sessions, recall
+
+    platform = api.saga.platform
+    user = f"console-forget-{uuid.uuid4().hex[:8]}@example.org"
+    turns = [["I live in Pune near the river.", "Our Pune office is on FC Road."]]
+    await ingest(platform, await make_sessions(platform, APP, user, turns))
+    rita = api.bearer("rita@compliance.example", "requester")
+    shown = await api.http.post(
+        "/api/forget/preview", json={"app_name": APP, "user_id": user, "about": "the Pune address"}, headers=rita
+    )
+    assert shown.status_code == 200, shown.text
+    preview = shown.json()
+    home = [c["memory_id"] for c in preview["candidates"] if "live in Pune" in c["text"]]
+    assert len(home) == 1
+    assert len(preview["candidates"]) == 2  # the office shows up: the person chooses
+    filed = await api.http.post(
+        "/api/forget",
+        json={"app_name": APP, "user_id": user, "memory_ids": home, "spans": ["I live in Pune near the river"]},
+        headers=rita,
+    )
+    assert filed.status_code == 201, filed.text
+    request_id = filed.json()["request_id"]
+    from workers.forget_service import forget_result
+
+    result = await asyncio.wait_for(forget_result(api.saga.client, request_id), 120)
+    assert result.status == "completed"
+    status = await api.http.get(f"/api/forget/{request_id}", headers=rita)
+    assert status.json()["state"] == "completed"
+    other = await api.http.get(f"/api/forget/{request_id}", headers=api.bearer("someone@x.example", "requester"))
+    assert other.status_code == 404  # a requester sees their own only
+    assert not any("live in Pune" in r for r in await recall(platform, APP, user, "where do I live"))
+    entries = [e for e in api.app.state.console.audit.entries(None, 5000) if e.action.startswith("forget_")]
+    assert [e.action for e in entries[-2:]] == ["forget_previewed", "forget_filed"]
+    assert user not in json.dumps([dataclasses.asdict(e) for e in entries], default=str)

@@ -1,0 +1,120 @@
+"""Item forgetting from the console (issue 16): the same preview and filing as ``erasure forget``.
+
+``POST /api/forget/preview`` resolves a description among one user's items (the recall path) and changes
+nothing; ``POST /api/forget`` files a forget of chosen items at a strength (or the erasure of one session)
+as a ``ForgetWorkflow``; ``GET /api/forget/{request_id}`` reads its state and counts. Filing needs the
+``requests:file`` permission (requesters), reading ``requests:read``. Both actions are audited with the
+subject key, never the user id or the items' words.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any, Literal
+
+from fastapi import Depends, FastAPI, HTTPException
+from pydantic import BaseModel, Field
+
+from console.app import Console, require
+from console.identity import Principal
+from stores.errors import RequestNotFound
+from stores.identity import subject_key
+from workers.service import RequestRefused
+
+Files = Annotated[Principal, Depends(require("requests:file"))]
+Reads = Annotated[Principal, Depends(require("requests:read"))]
+
+
+class ForgetPreviewBody(BaseModel):
+    app_name: str = Field(min_length=1, max_length=128)
+    user_id: str = Field(min_length=1, max_length=256)
+    about: str = Field(min_length=1, max_length=500, description="the user's words for what to forget")
+
+
+class ForgetBody(BaseModel):
+    app_name: str = Field(min_length=1, max_length=128)
+    user_id: str = Field(min_length=1, max_length=256)
+    strength: Literal["suppress", "forget", "erase_session"] = "forget"
+    memory_ids: list[str] = Field(default_factory=list, max_length=500)
+    spans: list[str] = Field(default_factory=list, max_length=50)
+    state_keys: list[str] = Field(default_factory=list, max_length=50)
+    session_id: str | None = Field(default=None, max_length=256)
+    about: str | None = Field(default=None, max_length=500)
+
+
+def add_forget_routes(app: FastAPI, console: Console) -> None:
+    from workers.forget_service import file_forget, preview
+
+    @app.post("/api/forget/preview")
+    async def forget_preview(body: ForgetPreviewBody, p: Files) -> dict[str, Any]:
+        """What the description resolves to among the user's items; changes nothing."""
+        try:
+            found = await asyncio.to_thread(preview, console.platform, body.app_name, body.user_id, body.about)
+        except RequestRefused as exc:
+            raise HTTPException(422, str(exc)) from None
+        key = subject_key(console.platform.config.subject_secret, body.app_name, body.user_id)
+        console.audit.append(p.subject, "forget_previewed", None, {"subject_key": key})
+        return {
+            "candidates": [
+                {
+                    "memory_id": c.memory_id,
+                    "kind": c.kind,
+                    "written": c.written,
+                    "text": c.text,
+                    "matched": c.matched,
+                    "hidden": c.hidden,
+                }
+                for c in found.candidates
+            ],
+            "state_keys": [{"key": s.key, "value": s.value} for s in found.state_keys],
+            "derived": found.derived,
+            "others_holding": found.others_holding,
+            "warnings": found.warnings,
+            "spans": found.spans([c.memory_id for c in found.candidates]),
+        }
+
+    @app.post("/api/forget", status_code=201)
+    async def forget_file(body: ForgetBody, p: Files) -> dict[str, Any]:
+        """File a forget of chosen items at a strength (or erase one session) as a durable workflow."""
+        try:
+            filed = await file_forget(
+                console.client,
+                console.platform,
+                console.settings,
+                app_name=body.app_name,
+                user_id=body.user_id,
+                strength=body.strength,
+                memory_ids=body.memory_ids,
+                spans=body.spans,
+                state_keys=body.state_keys,
+                session_id=body.session_id,
+                about=body.about,
+                requested_by=p.subject,
+            )
+        except RequestRefused as exc:
+            raise HTTPException(422, str(exc)) from None
+        console.audit.append(
+            p.subject, "forget_filed", filed.request_id, {"subject_key": filed.subject_key, "strength": body.strength}
+        )
+        return {"request_id": filed.request_id, "subject_key": filed.subject_key, "tombstone_id": filed.tombstone_id}
+
+    @app.get("/api/forget/{request_id}")
+    async def forget_status(request_id: str, p: Reads) -> dict[str, Any]:
+        store = console.platform.forget_requests
+        try:
+            row = store.get(request_id)
+            if not (p.roles - {"requester"}) and store.requested_by(request_id) != p.subject:
+                raise RequestNotFound(request_id)  # a requester alone sees their own only
+        except RequestNotFound:
+            raise HTTPException(404, "no such forget request") from None
+        return {
+            "request_id": row.request_id,
+            "subject_key": row.subject_key,
+            "app_name": row.app_name,
+            "strength": row.strength,
+            "state": row.state,
+            "items": row.memory_ids,
+            "outcome": row.outcome,
+            "received_at": row.received_at.isoformat(),
+            "completed_at": row.completed_at.isoformat() if row.completed_at else None,
+        }
