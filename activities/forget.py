@@ -150,7 +150,9 @@ class ForgetActivities(PlatformActivities):
             sk, app, user, items, request_id=row.request_id, tombstone_id=row.tombstone_id, strength="erase_session"
         )
         beat(stage="artifacts")
-        versions = self.platform.artifacts.erase_prefix(session_prefix(app, sk, sid))
+        versions = self.platform.artifacts.erase_prefix(
+            session_prefix(app, sk, sid), on_batch=lambda n: beat(stage="artifacts", versions=n)
+        )
         beat(stage="session")
         counts = self.platform.sessions.erase_sessions(app, user, [sid])
         cached = self._forget_cached(app, sk, self._tombstone_matcher(row))

@@ -30,8 +30,10 @@ class KillPoint:
     stage: str | None = None  # or: kill as soon as the saga has entered this stage
 
 
-async def pending_heartbeats(client: Client, request_id: str) -> dict[str, dict[str, Any]]:
-    desc = await client.get_workflow_handle(workflow_id(request_id)).describe()
+async def pending_heartbeats(
+    client: Client, request_id: str, workflow_of: Callable[[str], str] = workflow_id
+) -> dict[str, dict[str, Any]]:
+    desc = await client.get_workflow_handle(workflow_of(request_id)).describe()
     out: dict[str, dict[str, Any]] = {}
     for pending in desc.raw_description.pending_activities:
         details: dict[str, Any] = {}
@@ -43,16 +45,18 @@ async def pending_heartbeats(client: Client, request_id: str) -> dict[str, dict[
     return out
 
 
-async def current_stage(client: Client, request_id: str) -> str | None:
+async def current_stage(client: Client, request_id: str, workflow_of: Callable[[str], str] = workflow_id) -> str | None:
     """The ErasureStage search attribute, from describe (no query: a query would wait for a live worker)."""
-    desc = await client.get_workflow_handle(workflow_id(request_id)).describe()
+    desc = await client.get_workflow_handle(workflow_of(request_id)).describe()
     return desc.typed_search_attributes.get(ERASURE_STAGE)
 
 
-async def reached(client: Client, request_id: str, point: KillPoint) -> bool:
+async def reached(
+    client: Client, request_id: str, point: KillPoint, workflow_of: Callable[[str], str] = workflow_id
+) -> bool:
     if point.stage is not None:
-        return await current_stage(client, request_id) == point.stage
-    beats = await pending_heartbeats(client, request_id)
+        return await current_stage(client, request_id, workflow_of) == point.stage
+    beats = await pending_heartbeats(client, request_id, workflow_of)
     return point.activity in beats and point.reached(beats[point.activity])
 
 
@@ -65,6 +69,7 @@ async def drill(
     log_dir: Path,
     pause_ms: int = 1100,
     wait_seconds: float = 120,
+    workflow_of: Callable[[str], str] = workflow_id,
 ) -> list[str]:
     """Kill at each point in turn (restarting a worker each time); returns the points actually hit.
 
@@ -80,7 +85,7 @@ async def drill(
         try:
             deadline = asyncio.get_running_loop().time() + wait_seconds
             while asyncio.get_running_loop().time() < deadline:
-                if await reached(client, request_id, point):
+                if await reached(client, request_id, point, workflow_of):
                     hit.append(point.name)
                     break
                 await asyncio.sleep(0.05)

@@ -68,7 +68,7 @@ class ForgetWorkflow:
             forget_verify,
             ForgetVerifyInput(inp.request_id, inp.subject_key, inp.app_name, inp.strength, reingest),
             start_to_close_timeout=timedelta(minutes=20),
-            heartbeat_timeout=timedelta(seconds=60),
+            heartbeat_timeout=timedelta(seconds=20),
             retry_policy=RETRY,
         )
         self._mark(
@@ -88,7 +88,7 @@ class ForgetWorkflow:
             forget_apply,
             step,
             start_to_close_timeout=timedelta(minutes=20),
-            heartbeat_timeout=timedelta(seconds=60),
+            heartbeat_timeout=timedelta(seconds=20),
             retry_policy=RETRY,
         )
         self._mark("apply", "done", applied.counts)

@@ -73,3 +73,46 @@ async def test_killed_workers_resume_and_the_erasure_completes(
     body = harness.receipt_body(filed.request_id)  # verifies the signature
     assert_untouched({control: control_before}, {control: control_after}, body["derived_rows_removed"])
     assert all(v["passed"] for v in body["verifications"])
+
+
+FORGET_POINTS = [  # inside apply once the tombstone is placed and the items deleted; inside the re-ingest
+    KillPoint("forget apply after the delete", "forget_apply", lambda d: d.get("stage") == "cache"),
+    KillPoint("forget re-ingest verification", "forget_verify", lambda d: d.get("stage") == "reingest"),
+]
+
+
+async def test_killed_workers_resume_and_the_forget_completes(
+    saga: SagaHarness, temporal_env: WorkflowEnvironment, local_stack: Settings, tmp_path: Path
+) -> None:
+    """Item forgetting (issue 16) survives SIGKILLed workers the same way: apply resumes idempotently."""
+    from tests.forget_fixtures import ingest, make_sessions, recall
+    from workers.forget_service import file_forget, forget_result, preview
+    from workflows.forget_contracts import forget_workflow_id
+
+    app, user = "crash-forget", f"crash-forget-{uuid.uuid4().hex[:8]}@example.org"
+    turns = [["I live in Pune near the river.", "Our Pune office is on FC Road."], ["I moved to Berlin."]]
+    await ingest(saga.platform, await make_sessions(saga.platform, app, user, turns))
+    settings = local_stack.model_copy(update={"task_queue": f"crash-{uuid.uuid4().hex[:8]}"})
+    target_host = temporal_env.client.service_client.config.target_host
+    found = preview(saga.platform, app, user, "where I live in Pune")
+    chosen = [c.memory_id for c in found.candidates if "live in Pune" in c.text]
+    filed = await file_forget(
+        saga.client, saga.platform, settings, app_name=app, user_id=user, strength="forget",
+        memory_ids=chosen, spans=found.spans(chosen), about="where do I live",
+    )  # fmt: skip
+
+    hit = await drill(
+        saga.client, settings, target_host, filed.request_id, FORGET_POINTS, tmp_path, workflow_of=forget_workflow_id
+    )
+    assert hit == [p.name for p in FORGET_POINTS], hit
+
+    survivor = WorkerProcess(settings, target_host, tmp_path / "survivor.log").start()
+    try:
+        result = await forget_result(saga.client, filed.request_id)
+    finally:
+        survivor.stop()
+    assert result.status == "completed", result
+    assert result.counts["items"] == len(chosen)  # a retried apply reports the same, changes nothing more
+    assert all(v.passed for v in result.verifications)
+    assert not any("live in Pune" in r for r in await recall(saga.platform, app, user, "where do I live"))
+    assert any("Pune office" in r for r in await recall(saga.platform, app, user, "Pune office"))
