@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from stores.fingerprint import snapshot
+from stores.fingerprint import snapshot, user_snapshot
 from stores.identity import subject_key
 from tests.forget_fixtures import ingest, make_sessions, recall
 from tests.integration.test_privacy import history_texts
@@ -63,6 +63,10 @@ async def test_forget_the_pune_address_through_the_workflow(saga: SagaHarness) -
     before_other = snapshot(platform, APP, [other])
 
     chosen = [c.memory_id for c in found.candidates if "live in Pune" in c.text]
+    cache = platform.response_cache
+    cache.put(APP, user, "where do I live?", "You told me: I live in Pune near the river.")
+    cache.put(APP, user, "what coffee do I like?", "Filter coffee.")
+    own_rows = user_snapshot(platform, APP, user)["memory_rows"]
     filed = await file_forget(
         saga.client,
         platform,
@@ -79,6 +83,13 @@ async def test_forget_the_pune_address_through_the_workflow(saga: SagaHarness) -
     assert result.status == "completed", result
     assert result.counts["items"] == len(chosen)
     assert result.counts["state_keys"] == 1
+    assert result.counts["cached_responses"] == 1  # the cached answer quoting the address; the other stays
+    assert cache.get(APP, user, "where do I live?") is None
+    assert cache.get(APP, user, "what coffee do I like?") is not None
+    # the user's other items: byte-identical (only the chosen item went)
+    assert user_snapshot(platform, APP, user)["memory_rows"] == {
+        row: digest for row, digest in own_rows.items() if row not in chosen
+    }
     assert [v.phase for v in result.verifications] == ["after_forget", "after_reingest"]
     assert all(v.passed for v in result.verifications)
     assert result.verifications[1].checks[0].counts["reingested"] == 2  # both old sessions went through again
