@@ -18,7 +18,10 @@ from pydantic import BaseModel, Field
 from console.app import Console, require
 from console.identity import Principal
 from stores.errors import RequestNotFound
+from stores.forget_requests import ForgetRequestRow
+from stores.forget_resolution import Preview
 from stores.identity import subject_key
+from workers.forget_service import FiledForget
 from workers.service import RequestRefused
 
 Files = Annotated[Principal, Depends(require("requests:file"))]
@@ -42,18 +45,63 @@ class ForgetBody(BaseModel):
     about: str | None = Field(default=None, max_length=500)
 
 
+async def previewed(console: Console, p: Principal, app_name: str, user_id: str, about: str) -> Preview:
+    """The preview (422 when the request can never be valid), audited by subject key."""
+    from workers.forget_service import preview
+
+    try:
+        found = await asyncio.to_thread(preview, console.platform, app_name, user_id, about)
+    except RequestRefused as exc:
+        raise HTTPException(422, str(exc)) from None
+    key = subject_key(console.platform.config.subject_secret, app_name, user_id)
+    console.audit.append(p.subject, "forget_previewed", None, {"subject_key": key})
+    return found
+
+
+async def filed_forget(console: Console, p: Principal, body: ForgetBody) -> FiledForget:
+    """File the forget (422 when it can never be valid, nothing stored), audited by subject key."""
+    from workers.forget_service import file_forget
+
+    try:
+        filed = await file_forget(
+            console.client,
+            console.platform,
+            console.settings,
+            app_name=body.app_name,
+            user_id=body.user_id,
+            strength=body.strength,
+            memory_ids=body.memory_ids,
+            spans=body.spans,
+            state_keys=body.state_keys,
+            session_id=body.session_id,
+            about=body.about,
+            requested_by=p.subject,
+        )
+    except RequestRefused as exc:
+        raise HTTPException(422, str(exc)) from None
+    detail = {"subject_key": filed.subject_key, "strength": body.strength}
+    console.audit.append(p.subject, "forget_filed", filed.request_id, detail)
+    return filed
+
+
+def forget_row(console: Console, p: Principal, request_id: str) -> ForgetRequestRow:
+    """The forget request (404 when missing, or not a requester's own)."""
+    store = console.platform.forget_requests
+    try:
+        row = store.get(request_id)
+        if not (p.roles - {"requester"}) and store.requested_by(request_id) != p.subject:
+            raise RequestNotFound(request_id)  # a requester alone sees their own only
+    except RequestNotFound:
+        raise HTTPException(404, "no such forget request") from None
+    return row
+
+
 def add_forget_routes(app: FastAPI, console: Console) -> None:
-    from workers.forget_service import file_forget, preview
 
     @app.post("/api/forget/preview")
     async def forget_preview(body: ForgetPreviewBody, p: Files) -> dict[str, Any]:
         """What the description resolves to among the user's items; changes nothing."""
-        try:
-            found = await asyncio.to_thread(preview, console.platform, body.app_name, body.user_id, body.about)
-        except RequestRefused as exc:
-            raise HTTPException(422, str(exc)) from None
-        key = subject_key(console.platform.config.subject_secret, body.app_name, body.user_id)
-        console.audit.append(p.subject, "forget_previewed", None, {"subject_key": key})
+        found = await previewed(console, p, body.app_name, body.user_id, body.about)
         return {
             "candidates": [
                 {
@@ -76,37 +124,12 @@ def add_forget_routes(app: FastAPI, console: Console) -> None:
     @app.post("/api/forget", status_code=201)
     async def forget_file(body: ForgetBody, p: Files) -> dict[str, Any]:
         """File a forget of chosen items at a strength (or erase one session) as a durable workflow."""
-        try:
-            filed = await file_forget(
-                console.client,
-                console.platform,
-                console.settings,
-                app_name=body.app_name,
-                user_id=body.user_id,
-                strength=body.strength,
-                memory_ids=body.memory_ids,
-                spans=body.spans,
-                state_keys=body.state_keys,
-                session_id=body.session_id,
-                about=body.about,
-                requested_by=p.subject,
-            )
-        except RequestRefused as exc:
-            raise HTTPException(422, str(exc)) from None
-        console.audit.append(
-            p.subject, "forget_filed", filed.request_id, {"subject_key": filed.subject_key, "strength": body.strength}
-        )
+        filed = await filed_forget(console, p, body)
         return {"request_id": filed.request_id, "subject_key": filed.subject_key, "tombstone_id": filed.tombstone_id}
 
     @app.get("/api/forget/{request_id}")
     async def forget_status(request_id: str, p: Reads) -> dict[str, Any]:
-        store = console.platform.forget_requests
-        try:
-            row = store.get(request_id)
-            if not (p.roles - {"requester"}) and store.requested_by(request_id) != p.subject:
-                raise RequestNotFound(request_id)  # a requester alone sees their own only
-        except RequestNotFound:
-            raise HTTPException(404, "no such forget request") from None
+        row = forget_row(console, p, request_id)
         return {
             "request_id": row.request_id,
             "subject_key": row.subject_key,

@@ -118,6 +118,10 @@ def _challenge(verifier: str) -> str:
 def add_pages(app: FastAPI, client_id: str, redirect_uri: str) -> None:
     """Mount the console's pages on the API's app (same permissions, cookie sessions instead of bearers)."""
 
+    from console.forget_pages import add_forget_pages
+
+    add_forget_pages(app)
+
     @app.exception_handler(LoginRequired)
     async def to_login(request: Request, _exc: LoginRequired) -> Response:
         if request.method == "GET":  # back to this page once logged in

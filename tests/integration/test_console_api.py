@@ -661,6 +661,10 @@ PAGES: dict[tuple[str, str], set[str]] = {
     ("GET", "/tokens"): {"admin"},
     ("POST", "/tokens"): {"admin"},
     # Temporal UI behind the login (its upstream is not running here: the allowed roles get a 502)
+    ("GET", "/forget"): {"requester"},  # item forgetting (issue 16)
+    ("POST", "/forget/preview"): {"requester"},
+    ("POST", "/forget/confirm"): {"requester"},
+    ("GET", "/forget/{request_id}"): {"requester", "approver", "auditor", "admin"},
     ("GET", "/temporal"): {"approver", "auditor", "admin"},
     **{(m, "/temporal/{path:path}"): {"approver", "auditor", "admin"} for m in PROXIED},
 }
@@ -834,3 +838,41 @@ async def test_item_forgetting_from_the_console_previews_files_and_audits(api: A
     entries = [e for e in api.app.state.console.audit.entries(None, 5000) if e.action.startswith("forget_")]
     assert [e.action for e in entries[-2:]] == ["forget_previewed", "forget_filed"]
     assert user not in json.dumps([dataclasses.asdict(e) for e in entries], default=str)
+
+
+async def test_the_forget_page_previews_then_files_only_the_chosen_items(api: Api) -> None:
+    from tests.forget_fixtures import ingest, make_sessions, recall
+
+    platform = api.saga.platform
+    user = f"page-forget-{uuid.uuid4().hex[:8]}@example.org"
+    turns = [["I live in Pune near the river.", "Our Pune office is on FC Road."]]
+    await ingest(platform, await make_sessions(platform, APP, user, turns))
+    rita = Browser(api)
+    try:
+        await rita.login("rita@compliance.example", "requester")
+        page = await rita.http.get("/forget")
+        assert '<label for="about">' in page.text
+        form = {"csrf": rita.csrf(page.text), "app_name": APP, "user_id": user, "about": "the Pune address"}
+        shown = await rita.http.post("/forget/preview", data=form)
+        assert shown.status_code == 200
+        assert "live in Pune" in shown.text
+        assert "Pune office" in shown.text
+        home = next(
+            c.id
+            for c in platform.memory_store.search(APP, user, "I live in Pune near the river")
+            if "live in Pune" in c.text
+        )
+        nothing = await rita.http.post("/forget/confirm", data=form)  # nothing chosen: nothing filed
+        assert "choose one or more" in nothing.text
+        filed = await rita.http.post("/forget/confirm", data={**form, "memory_id": home, "strength": "forget"})
+        assert filed.status_code == 303, filed.text
+        request_id = filed.headers["location"].rsplit("/", 1)[1]
+        from workers.forget_service import forget_result
+
+        assert (await asyncio.wait_for(forget_result(api.saga.client, request_id), 120)).status == "completed"
+        status = await rita.http.get(f"/forget/{request_id}")
+        assert "completed" in status.text
+        assert not any("live in Pune" in r for r in await recall(platform, APP, user, "where do I live"))
+        assert any("Pune office" in r for r in await recall(platform, APP, user, "Pune office"))
+    finally:
+        await rita.close()
