@@ -9,13 +9,11 @@ after partial success changes nothing more.
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from psycopg.types.json import Jsonb
 from temporalio import activity
 
 from activities.support import PlatformActivities, beat, keep_sensitive, non_retryable, translate_errors
@@ -25,8 +23,8 @@ from stores.forgetting import TombstoneMatcher
 from stores.identity import session_ref
 from stores.identity import subject_key as compute_key
 from stores.item_forget import ItemForgetter
-from verifier.receipt import FORGET_SCHEMA_ID, digest, document_bytes, sign, signing_key
-from verifier.receipt_activity import receipt_key, software_version
+from verifier.receipt import FORGET_SCHEMA_ID, digest, sign, signing_key
+from verifier.receipt_activity import issue_once, software_version, verifications_json
 from workflows import error_types
 from workflows.forget_contracts import (
     ForgetActivityNames,
@@ -267,13 +265,7 @@ class ForgetActivities(PlatformActivities):
     @activity.defn(name=ForgetActivityNames.RECEIPT)
     @translate_errors
     def forget_receipt(self, inp: ForgetReceiptInput) -> ForgetReceiptRef:
-        with self.platform.pool.connection() as conn:
-            existing = conn.execute(
-                "SELECT body, signature FROM receipts WHERE request_id = %s", (inp.request_id,)
-            ).fetchone()
-        if existing:  # a retry after it was stored: the same document again
-            document = {"receipt": existing[0], "signature": json.loads(existing[1])}
-        else:
+        def signed() -> dict[str, Any]:
             row = self.platform.forget_requests.get(inp.request_id)
             body = {
                 "schema": FORGET_SCHEMA_ID,
@@ -288,33 +280,13 @@ class ForgetActivities(PlatformActivities):
                 "derived_rows_removed": sorted(inp.derived_ids),
                 "received_at": row.received_at.isoformat(),
                 "completed_at": datetime.fromisoformat(inp.completed_at).isoformat(),
-                "verifications": [
-                    {
-                        "phase": v.phase,
-                        "passed": v.passed,
-                        "checks": [
-                            {"check": c.check, "passed": c.passed, "counts": dict(c.counts), "detail": c.detail}
-                            for c in v.checks
-                        ],
-                    }
-                    for v in inp.verifications
-                ],
+                "verifications": verifications_json(inp.verifications),
                 "software": {"name": "erasure-orchestrator", "version": software_version()},
                 "issued_at": datetime.now(UTC).isoformat(),
             }
-            document = sign(body, self._key)
-            with self.platform.pool.connection() as conn:
-                conn.execute(
-                    "INSERT INTO receipts (request_id, subject_key, body, signature) VALUES (%s, %s, %s, %s) "
-                    "ON CONFLICT (request_id) DO NOTHING",
-                    (inp.request_id, inp.subject_key, Jsonb(document["receipt"]), json.dumps(document["signature"])),
-                )
-        self.platform.s3.put_object(
-            Bucket=self.platform.config.receipt_bucket,
-            Key=receipt_key(inp.request_id),
-            Body=document_bytes(document),
-            ContentType="application/json",
-        )
+            return sign(body, self._key)
+
+        document = issue_once(self.platform, inp.request_id, inp.subject_key, signed)
         return ForgetReceiptRef(inp.request_id, digest(document))
 
     @activity.defn(name=ForgetActivityNames.FINISH)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -58,17 +58,7 @@ class ReceiptActivities(PlatformActivities):
             "found_at_start": dict(record.found_at_start or {}),
             "derived_rows_removed": list(record.derived_removed or []),
             "second_sweep": dict(record.second_sweep or {}),
-            "verifications": [
-                {
-                    "phase": v.phase,
-                    "passed": v.passed,
-                    "checks": [
-                        {"check": c.check, "passed": c.passed, "counts": dict(c.counts), "detail": c.detail}
-                        for c in v.checks
-                    ],
-                }
-                for v in inp.verifications
-            ],
+            "verifications": verifications_json(inp.verifications),
             "holds": [
                 {"action": h["action"], "at": h["at"]}  # never the free-text reason (it may name people)
                 for h in self.platform.requests.hold_history(inp.subject_key, since=row.received_at)
@@ -80,33 +70,10 @@ class ReceiptActivities(PlatformActivities):
     @activity.defn(name=Activities.RECEIPT)
     @translate_errors
     def issue_receipt(self, inp: ReceiptInput) -> ReceiptRef:
-        with self.platform.pool.connection() as conn:
-            existing = conn.execute(
-                "SELECT body, signature FROM receipts WHERE request_id = %s", (inp.request_id,)
-            ).fetchone()
-        if existing:  # a retry after the receipt was stored: re-export the same document
-            document = {"receipt": existing[0], "signature": json.loads(existing[1])}
-        else:
-            document = sign(self.build_body(inp), self._key)
-            with self.platform.pool.connection() as conn:
-                conn.execute(
-                    "INSERT INTO receipts (request_id, subject_key, body, signature) VALUES (%s, %s, %s, %s) "
-                    "ON CONFLICT (request_id) DO NOTHING",
-                    (
-                        inp.request_id,
-                        inp.subject_key,
-                        Jsonb(document["receipt"]),
-                        json.dumps(document["signature"]),
-                    ),
-                )
-        key = receipt_key(inp.request_id)
-        self.platform.s3.put_object(
-            Bucket=self.platform.config.receipt_bucket,
-            Key=key,
-            Body=document_bytes(document),
-            ContentType="application/json",
+        document = issue_once(
+            self.platform, inp.request_id, inp.subject_key, lambda: sign(self.build_body(inp), self._key)
         )
-        return ReceiptRef(inp.request_id, digest(document), key)
+        return ReceiptRef(inp.request_id, digest(document), receipt_key(inp.request_id))
 
     def activities(self) -> list[Callable[..., Any]]:
         return [self.issue_receipt]
@@ -118,3 +85,40 @@ def load_receipt(platform: Platform, request_id: str) -> dict[str, Any] | None:
     if row is None:
         return None
     return {"receipt": row[0], "signature": json.loads(row[1])}
+
+
+def verifications_json(verifications: Iterable[Any]) -> list[dict[str, Any]]:
+    """Verification results (phase, verdict, each check with its counts) as a receipt lists them."""
+    return [
+        {
+            "phase": v.phase,
+            "passed": v.passed,
+            "checks": [
+                {"check": c.check, "passed": c.passed, "counts": dict(c.counts), "detail": c.detail} for c in v.checks
+            ],
+        }
+        for v in verifications
+    ]
+
+
+def issue_once(
+    platform: Platform, request_id: str, subject_key: str, signed: Callable[[], dict[str, Any]]
+) -> dict[str, Any]:
+    """The request's receipt, signed and stored once (a retry re-exports the stored document, never a second
+    one), exported to the receipt bucket."""
+    existing = load_receipt(platform, request_id)
+    document = existing if existing is not None else signed()
+    if existing is None:
+        with platform.pool.connection() as conn:
+            conn.execute(
+                "INSERT INTO receipts (request_id, subject_key, body, signature) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (request_id) DO NOTHING",
+                (request_id, subject_key, Jsonb(document["receipt"]), json.dumps(document["signature"])),
+            )
+    platform.s3.put_object(
+        Bucket=platform.config.receipt_bucket,
+        Key=receipt_key(request_id),
+        Body=document_bytes(document),
+        ContentType="application/json",
+    )
+    return document
