@@ -13,11 +13,13 @@ its own shows ciphertext. Two routes let the people the console trusts read it:
 - ``/temporal/...``: a Temporal UI served under the public path ``/temporal``
   (``ERASURE_TEMPORAL_UI_UPSTREAM``; the local stack's by default) proxied behind the console's login. The
   UI then runs on the console's origin, so its codec calls carry the session cookie and decode, while the
-  same UI opened directly shows ciphertext only.
+  same UI opened directly shows ciphertext only. Through the console the UI is read-only: GETs and
+  workflow queries pass; terminate, reset, signal and every other write are refused (403).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Annotated, Any
 from urllib.parse import urlsplit
@@ -39,6 +41,9 @@ SESSION_COOKIE = "erasure_console"
 Bearer = Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)]
 CODEC_PATH = "/codec/decode"
 PROXY_PREFIX = "/temporal"
+#: the one kind of POST the proxied UI may send: a workflow query (the progress query); terminate, reset,
+#: signal, cancel and the rest are refused (the console's roles read history, they do not steer workflows)
+QUERY_PATH = re.compile(r"^/temporal/api/v1/namespaces/[^/]+/workflows/[^/]+/query/[^/]+$")
 _HOP_BY_HOP = frozenset(
     {
         "connection",
@@ -149,12 +154,10 @@ def add_temporal_ui_proxy(app: FastAPI, upstream: str) -> None:
     async def temporal_root(p: Browses) -> Response:
         return RedirectResponse(PROXY_PREFIX + "/", status_code=307)
 
-    @app.api_route(
-        PROXY_PREFIX + "/{path:path}",
-        methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
-        include_in_schema=False,
-    )
+    @app.api_route(PROXY_PREFIX + "/{path:path}", methods=["GET", "POST"], include_in_schema=False)
     async def temporal_ui(request: Request, path: str, p: Browses) -> Response:
+        if request.method != "GET" and not QUERY_PATH.match(request.url.path):
+            raise HTTPException(403, "Temporal UI through the console is read-only (workflow queries allowed)")
         headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP]
         cookie = _forwarded_cookie(request.headers.get("cookie", ""))
         if cookie:
