@@ -151,6 +151,11 @@ class ForgetActivities(PlatformActivities):
         versions = self.platform.artifacts.erase_prefix(
             session_prefix(app, sk, sid), on_batch=lambda n: beat(stage="artifacts", versions=n)
         )
+        beat(stage="logs")
+        lines, ref = 0, session_ref(sk, sid)
+        for key in self.platform.logs.segments_of(sk):
+            lines += self.platform.logs.purge_session(key, app, sk, ref).removed
+            beat(stage="logs", lines=lines)
         beat(stage="session")
         counts = self.platform.sessions.erase_sessions(app, user, [sid])
         cached = self._forget_cached(app, sk, self._tombstone_matcher(row))
@@ -161,6 +166,7 @@ class ForgetActivities(PlatformActivities):
                 "items": outcome.items,
                 "derived_rows": outcome.derived,
                 "artifact_versions": versions,
+                "log_lines": lines,
                 "cached_responses": cached,
             },
             outcome.derived_ids,
@@ -225,6 +231,12 @@ class ForgetActivities(PlatformActivities):
         if row.strength == "erase_session" and payload.session_id:
             left = self.platform.sessions.count_sessions(app, user, [payload.session_id])
             checks.append(ForgetCheck("session", left == 0, {"session_rows_left": left}))
+            lines = self.platform.logs.session_lines_left(app, sk, session_ref(sk, payload.session_id))
+            checks.append(ForgetCheck("logs", lines == 0, {"session_lines_left": lines}))
+            from stores.artifacts import session_prefix
+
+            versions = self.platform.artifacts.count_prefix(session_prefix(app, sk, payload.session_id)).total
+            checks.append(ForgetCheck("artifacts", versions == 0, {"versions_left": versions}))
         phase = "after_reingest" if inp.reingest else "after_forget"
         return ForgetVerification(phase, all(c.passed for c in checks), checks)
 

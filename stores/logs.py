@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from psycopg_pool import ConnectionPool
 
 from stores.errors import InvalidIdentifier
-from stores.identity import subject_key
+from stores.identity import session_ref, subject_key
 from stores.s3_batch import delete_versions
 
 if TYPE_CHECKING:
@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 
 #: The field holding the subject keys of the users a line mentions (same app as the line).
 MENTIONS = "mentions"
+#: The field holding the line's session as ``session_ref(owner's subject key, session id)``.
+SESSION = "session"
 
 
 def hash_or_none(secret: bytes, app_name: str, user_id: object) -> str | None:
@@ -62,6 +64,9 @@ class LogLine:
     msg: str
     #: Users the line mentions in its free text (known to the logging code): recorded as subject keys.
     mentioned: tuple[str, ...] = ()
+    #: The agent session the line was written in, if any: recorded as ``session_ref`` (a keyed hash), so
+    #: one session's lines can be purged (item forgetting's ``erase_session``) and nothing names it in clear.
+    session_id: str | None = None
 
     def mention_keys(self, secret: bytes) -> list[str]:
         keys = {hash_or_none(secret, self.app, u) for u in self.mentioned}
@@ -78,6 +83,9 @@ class LogLine:
         keys = self.mention_keys(secret)
         if keys:
             record[MENTIONS] = keys
+        owner = hash_or_none(secret, self.app, self.user_id)
+        if self.session_id and owner:
+            record[SESSION] = session_ref(owner, self.session_id)
         return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -96,6 +104,24 @@ class Verdict(enum.Enum):
     SUBJECT = "subject"  # names the subject: removed by a purge
     OTHER = "other"  # someone else's (or nobody's) well-formed line, or a blank line
     MALFORMED = "malformed"  # not the subject's as far as structure tells, and malformed: kept and counted
+
+
+class SessionLines:
+    """The subject's lines written in one session (its ``session`` field): what ``erase_session`` purges."""
+
+    def __init__(self, subject_lines: SubjectLines, ref: str) -> None:
+        self.subject_lines = subject_lines
+        self._ref = ref
+
+    def raw(self, line: bytes) -> Verdict:
+        verdict = self.subject_lines.raw(line)
+        if verdict is not Verdict.SUBJECT:
+            return verdict
+        try:
+            record = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            return Verdict.MALFORMED
+        return Verdict.SUBJECT if record.get(SESSION) == self._ref else Verdict.OTHER
 
 
 class SubjectLines:
@@ -249,7 +275,14 @@ class LogArchive:
         with self.segment_lock(key):
             return self._purge_locked(key, SubjectLines(self._secret, app_name, subject), subject)
 
-    def _purge_locked(self, key: str, matcher: SubjectLines, subject: str) -> SegmentPurge:
+    def purge_session(self, key: str, app_name: str, subject: str, ref: str) -> SegmentPurge:
+        """Remove the subject's lines of one session (``ref``: its ``session_ref``) from one segment; the
+        subject's other lines, and everyone else's, stay byte for byte (and so does the index row while the
+        segment still holds a line of the subject)."""
+        with self.segment_lock(key):
+            return self._purge_locked(key, SessionLines(SubjectLines(self._secret, app_name, subject), ref), subject)
+
+    def _purge_locked(self, key: str, matcher: SubjectLines | SessionLines, subject: str) -> SegmentPurge:
         lines = split_lines(self.read_raw(key) or b"")
         verdicts = [matcher.raw(line) for line in lines]
         kept = [line for line, v in zip(lines, verdicts, strict=True) if v is not Verdict.SUBJECT]
@@ -265,8 +298,14 @@ class LogArchive:
         # the index row goes last, once the current object holds no line naming the subject (``kept`` is
         # exactly that object) and no older version of it is left: a crash before this point leaves the
         # row, and the retry finds the segment through it
+        named = isinstance(matcher, SessionLines) and any(
+            v is Verdict.SUBJECT for v in (matcher.subject_lines.raw(line) for line in kept)
+        )
         with self._pool.connection() as conn, conn.transaction():
-            conn.execute("DELETE FROM log_subject_index WHERE subject_key = %s AND segment_key = %s", (subject, key))
+            if not named:  # the segment holds no line of the subject any more
+                conn.execute(
+                    "DELETE FROM log_subject_index WHERE subject_key = %s AND segment_key = %s", (subject, key)
+                )
             if removed:
                 conn.execute(
                     "UPDATE log_segments SET line_count = %s WHERE segment_key = %s",
@@ -289,6 +328,15 @@ class LogArchive:
             if m["Key"] == key and m.get("VersionId")
         ]
         delete_versions(self._s3, self._bucket, doomed)
+
+    def session_lines_left(self, app_name: str, subject: str, ref: str) -> int:
+        """Lines of the subject's session ``ref`` still in the subject's indexed segments (read directly)."""
+        matcher = SessionLines(SubjectLines(self._secret, app_name, subject), ref)
+        return sum(
+            matcher.raw(line) is Verdict.SUBJECT
+            for key in self.segments_of(subject)
+            for line in split_lines(self.read_raw(key) or b"")
+        )
 
     def purge_user(self, app_name: str, user_id: str, subject: str) -> tuple[int, int]:
         """Purge every indexed segment; returns (segments, lines removed)."""

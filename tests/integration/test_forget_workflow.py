@@ -9,12 +9,16 @@ import asyncio
 import json
 import os
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from google.genai import types
 
+from stores.artifacts import session_prefix
 from stores.fingerprint import snapshot, user_snapshot
 from stores.identity import subject_key
+from stores.logs import LogLine
 from tests.forget_fixtures import ingest, make_sessions, recall
 from tests.integration.test_privacy import history_texts
 from tests.saga_harness import SagaHarness
@@ -166,13 +170,41 @@ async def test_suppress_hides_keeps_and_unsuppress_restores(saga: SagaHarness) -
 async def test_erase_one_session_leaves_the_others(saga: SagaHarness) -> None:
     platform = saga.platform
     run = uuid.uuid4().hex[:8]
-    user, _other, sids = await _mover(saga, run)
+    user, other, sids = await _mover(saga, run)
+    sk = subject_key(platform.config.subject_secret, APP, user)
+    now = datetime.now(UTC)
+    segment = platform.logs.ship(
+        [
+            LogLine(now.isoformat(), APP, user, "info", "order for the Pune flat", session_id=sids[0]),
+            LogLine(now.isoformat(), APP, user, "info", "order for the Berlin flat", session_id=sids[1]),
+            LogLine(now.isoformat(), APP, user, "info", "login"),
+            LogLine(now.isoformat(), APP, other, "info", "order for the Pune flat", session_id=sids[0]),
+        ],
+        now.replace(second=0, microsecond=0),
+        shard=int(run[:2], 16) % 50,
+    )
+    for sid in sids:
+        await platform.artifact_service.save_artifact(
+            app_name=APP,
+            user_id=user,
+            session_id=sid,
+            filename="note.txt",
+            artifact=types.Part.from_bytes(data=b"session note", mime_type="text/plain"),
+        )
     filed = await file_forget(
         saga.client, platform, saga.settings, app_name=APP, user_id=user, strength="erase_session", session_id=sids[0]
     )
     result = await asyncio.wait_for(forget_result(saga.client, filed.request_id), 120)
     assert result.status == "completed", result
     assert result.counts["sessions"] == 1
+    assert result.counts["log_lines"] == 1
+    assert result.counts["artifact_versions"] == 1
+    kept = [json.loads(line) for line in platform.logs.read_raw(segment).decode().splitlines()]
+    assert [k["msg"] for k in kept] == ["order for the Berlin flat", "login", "order for the Pune flat"]
+    assert kept[2]["user_id"] == other  # the same words in another user's line: kept
+    assert platform.logs.segments_of(sk) == [segment]  # the user's other lines keep the segment indexed
+    assert platform.artifacts.count_prefix(session_prefix(APP, sk, sids[0])).total == 0
+    assert platform.artifacts.count_prefix(session_prefix(APP, sk, sids[1])).total == 1
     assert platform.sessions.session_ids(APP, user) == [sids[1]]
     assert not any("Pune" in r for r in await recall(platform, APP, user, "Pune office river coffee"))
     assert any("Berlin" in r for r in await recall(platform, APP, user, "Berlin"))
