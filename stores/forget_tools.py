@@ -5,7 +5,8 @@
   returns them in plain words with their ids, for the agent to show the user.
 - ``forget_memories(memory_ids)`` (ADK's tool confirmation: the user approves the ids before the body
   runs): files a durable forget of exactly those items (``ForgetWorkflow``, through the runtime's
-  ``filer``) with the matching ``user:`` state keys the preview found, and returns the request id.
+  ``filer``) with the matching ``user:`` state keys the preview found, and returns the request id; the
+  candidates the user did not choose come back to recall (only the chosen stay hidden until deleted).
 - ``redact_forgotten``: a ``before_model_callback`` that replaces the forgotten spans in the request's
   contents for the rest of the session (events cannot be deleted one by one: the conversation still in
   progress would otherwise repeat them). The session keeps only keyed hashes of the spans
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
 PATTERNS_KEY = "forget_patterns"
 #: session state: what the last preview offered (ids and user: state key names; no text)
 PENDING_KEY = "forget_pending"
+#: session state: the patterns of what the user confirmed (redaction narrows to these once they choose)
+CONFIRMED_KEY = "forget_confirmed"
 
 #: files a confirmed forget: (app, user, strength, memory ids, spans, state keys, about) -> request id
 Filer = Callable[[str, str, str, Sequence[str], Sequence[str], Sequence[str], str | None], Awaitable[str]]
@@ -49,6 +52,7 @@ class ForgetTools:
     def __init__(self, platform: Platform, filer: Filer) -> None:
         self._platform = platform
         self._filer = filer
+        self._secret = platform.config.subject_secret
 
     async def preview_forget(self, about: str, tool_context: ToolContext) -> dict[str, Any]:
         """Find the stored memories that match what the user wants forgotten and hide them from recall.
@@ -64,12 +68,18 @@ class ForgetTools:
             resolve, platform.pool, platform.memory_store, secret, app, user, about, limit=10
         )
         ids = [c.memory_id for c in found.candidates]
+        hidden = None
         if ids:
             sk = subject_key(secret, app, user)
-            await asyncio.to_thread(platform.forgetting.place, sk, app, "suppress", memory_ids=ids)
+            hidden = await asyncio.to_thread(platform.forgetting.place, sk, app, "suppress", memory_ids=ids)
         spans = [c.text for c in found.candidates]
-        tool_context.state[PATTERNS_KEY] = _merge(tool_context.state.get(PATTERNS_KEY), span_patterns(secret, spans))
-        tool_context.state[PENDING_KEY] = {"ids": ids, "state_keys": [s.key for s in found.state_keys]}
+        previewed = span_patterns(secret, spans)  # redacted while the user decides, like the items are hidden
+        tool_context.state[PATTERNS_KEY] = _merge(tool_context.state.get(CONFIRMED_KEY), previewed)
+        tool_context.state[PENDING_KEY] = {
+            "ids": ids,
+            "state_keys": [s.key for s in found.state_keys],
+            "suppression": hidden,
+        }
         return {
             "status": "ok",
             "candidates": [{"id": c.memory_id, "description": c.describe()} for c in found.candidates],
@@ -91,6 +101,11 @@ class ForgetTools:
         if not chosen:
             return {"status": "error", "error": "none of these ids was offered by preview_forget: preview first"}
         spans = await asyncio.to_thread(self._texts, session.app_name, session.user_id, chosen)
+        await asyncio.to_thread(self._narrow, session.app_name, session.user_id, chosen, pending.get("suppression"))
+        # redaction narrows the same way: what was forgotten before, and what the user chose now
+        confirmed = _merge(tool_context.state.get(CONFIRMED_KEY), span_patterns(self._secret, spans))
+        tool_context.state[CONFIRMED_KEY] = confirmed
+        tool_context.state[PATTERNS_KEY] = confirmed
         request_id = await self._filer(
             session.app_name,
             session.user_id,
@@ -101,6 +116,15 @@ class ForgetTools:
             None,
         )
         return {"status": "forgetting", "request": request_id, "items": len(chosen)}
+
+    def _narrow(self, app: str, user: str, chosen: list[str], suppression: str | None) -> None:
+        """Keep hidden only what the user chose (until the forget deletes it): the preview hid every
+        candidate, and the ones the user did not choose come back to recall."""
+        forgetting = self._platform.forgetting
+        sk = subject_key(self._platform.config.subject_secret, app, user)
+        forgetting.place(sk, app, "suppress", memory_ids=chosen)
+        if suppression:
+            forgetting.lift(sk, suppression)
 
     def _texts(self, app: str, user: str, ids: list[str]) -> list[str]:
         sk = subject_key(self._platform.config.subject_secret, app, user)
