@@ -100,6 +100,9 @@ class ForgetActivities(PlatformActivities):
     def forget_apply(self, inp: ForgetStep) -> ForgetApplied:
         row, payload = self._open(inp.request_id, inp.subject_key, inp.app_name)
         sk, app, user = inp.subject_key, inp.app_name, payload.user_id
+        if row.strength != "suppress" and self.platform.requests.active_hold(sk) is not None:
+            # a hold always wins: nothing is deleted (a suppression deletes nothing and may go ahead)
+            raise non_retryable("a legal hold is active on the subject", error_types.LEGAL_HOLD)
         beat(stage="tombstone")
         if row.strength == "suppress":
             own = self._own_ids(sk, row.memory_ids)

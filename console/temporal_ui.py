@@ -22,7 +22,6 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Annotated, Any
-from urllib.parse import urlsplit
 
 import httpx
 from fastapi import Depends, FastAPI, HTTPException, Request
@@ -60,11 +59,6 @@ _HOP_BY_HOP = frozenset(
         "authorization",
     }
 )
-
-
-def origin_of(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
 
 
 def require_session_or_bearer(permission: str) -> Callable[..., Awaitable[Principal]]:

@@ -78,6 +78,8 @@ async def file_forget(
 ) -> FiledForget:
     """File a confirmed forget; ``RequestRefused`` (nothing stored or started) when it cannot be valid."""
     sk = validate_request(platform, app_name, user_id)
+    if strength != "suppress" and await asyncio.to_thread(platform.requests.active_hold, sk) is not None:
+        raise RequestRefused("a legal hold is active on this user: nothing may be deleted (suppress is allowed)")
     try:
         ids = list(memory_ids)
         probes = [about] if about else []

@@ -9,6 +9,8 @@ USER_ID_FORGOTTEN = "UserIdAlreadyForgotten"
 VERIFICATION_FAILED = "VerificationFailed"
 #: raised non-retryable by the activity itself (not listed below, so recorded retry policies stay as they were)
 RECORD_INVALID = "RecordInvalid"
+#: item forgetting: a legal hold on the subject refuses a destructive forget (raised non-retryable)
+LEGAL_HOLD = "LegalHoldActive"
 
 NON_RETRYABLE = (
     INVALID_IDENTIFIER,

@@ -14,6 +14,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from workflows import error_types
@@ -84,13 +85,22 @@ class ForgetWorkflow:
         quick = timedelta(minutes=2)
         await workflow.execute_activity(forget_begin, step, start_to_close_timeout=quick, retry_policy=RETRY)
         self._mark("apply", "running")
-        applied: ForgetApplied = await workflow.execute_activity(
-            forget_apply,
-            step,
-            start_to_close_timeout=timedelta(minutes=20),
-            heartbeat_timeout=timedelta(seconds=20),
-            retry_policy=RETRY,
-        )
+        try:
+            applied: ForgetApplied = await workflow.execute_activity(
+                forget_apply,
+                step,
+                start_to_close_timeout=timedelta(minutes=20),
+                heartbeat_timeout=timedelta(seconds=20),
+                retry_policy=RETRY,
+            )
+        except ActivityError as exc:
+            if not (isinstance(exc.cause, ApplicationError) and exc.cause.type == error_types.LEGAL_HOLD):
+                raise
+            self._status = "held"  # a legal hold wins: nothing was deleted; the request ends, refused
+            self._mark("apply", "failed")
+            held = ForgetFinish(inp.request_id, self._status, {"held": 1})
+            await workflow.execute_activity(forget_finish, held, start_to_close_timeout=quick, retry_policy=RETRY)
+            return ForgetResult(inp.request_id, self._status, {"held": 1})
         self._mark("apply", "done", applied.counts)
         verifications = [await self._verify(inp, "verify", False)]
         verifications.append(await self._verify(inp, "reingest_verify", True))

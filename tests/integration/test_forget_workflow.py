@@ -228,3 +228,49 @@ async def test_a_forget_that_can_never_be_valid_is_refused_before_anything_start
         )
     sk = subject_key(platform.config.subject_secret, APP, user)
     assert platform.forget_requests.of_subject(sk) == []
+
+
+async def test_a_legal_hold_wins_over_a_destructive_forget(saga: SagaHarness) -> None:
+    """Filed while a hold is active: refused. A hold placed after filing, before the forget ran: the request
+    ends ``held`` with nothing deleted and its personal payload dropped. A suppression deletes nothing: allowed."""
+    from workers.local_secrets import load_secrets
+    from workers.worker import build_worker
+
+    platform = saga.platform
+    run = uuid.uuid4().hex[:8]
+    user, _other, _sids = await _mover(saga, run)
+    sk = subject_key(platform.config.subject_secret, APP, user)
+    found = await asyncio.to_thread(preview, platform, APP, user, "filter coffee")
+    chosen = [c.memory_id for c in found.candidates if "coffee" in c.text]
+    rows = platform.memory_store.rows_of(APP, user)
+
+    platform.requests.place_hold(sk, APP, "litigation hold, case 17", "counsel@example.com")
+    try:
+        with pytest.raises(RequestRefused, match="legal hold"):
+            await file_forget(
+                saga.client, platform, saga.settings, app_name=APP, user_id=user, strength="forget", memory_ids=chosen
+            )
+        suppressed = await file_forget(
+            saga.client, platform, saga.settings, app_name=APP, user_id=user, strength="suppress", memory_ids=chosen
+        )
+        assert (await asyncio.wait_for(forget_result(saga.client, suppressed.request_id), 120)).status == "completed"
+    finally:
+        platform.requests.release_hold(sk, "released for the next step", "counsel@example.com")
+
+    # filed with no hold on a queue no worker serves yet; the hold arrives before the forget runs
+    idle = saga.settings.model_copy(update={"task_queue": f"forget-held-{run}"})
+    filed = await file_forget(
+        saga.client, platform, idle, app_name=APP, user_id=user, strength="forget", memory_ids=chosen
+    )
+    platform.requests.place_hold(sk, APP, "litigation hold, case 18", "counsel@example.com")
+    try:
+        worker = build_worker(saga.client, idle.task_queue, platform, load_secrets(idle).signing_key)
+        async with worker:
+            result = await asyncio.wait_for(forget_result(saga.client, filed.request_id), 120)
+    finally:
+        platform.requests.release_hold(sk, "released", "counsel@example.com")
+    assert result.status == "held"
+    assert platform.memory_store.rows_of(APP, user) == rows  # nothing deleted
+    row = platform.forget_requests.get(filed.request_id)
+    assert row.state == "held"
+    assert not row.payload_kept
