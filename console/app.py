@@ -308,6 +308,21 @@ async def open_receipt(console: Console, request_id: str, p: Principal) -> Opene
     return OpenedReceipt(document, valid, why, body)
 
 
+async def change_hold(console: Console, request_id: str, p: Principal, reason: str, *, place: bool) -> bool:
+    """Place or release a legal hold on the request's subject; audited and signalled when it changed."""
+    row = _row(console, request_id, p)
+    requests = console.platform.requests
+    if place:
+        changed = requests.place_hold(row.subject_key, row.app_name, reason, p.subject)
+    else:
+        changed = requests.release_hold(row.subject_key, reason, p.subject)
+    if changed:
+        action = "hold_placed" if place else "hold_released"
+        console.audit.append(p.subject, action, request_id, {"subject_key": row.subject_key, "reason": reason})
+        await signal_hold_change(console.client, console.platform, row.subject_key)
+    return changed
+
+
 async def listed(
     console: Console, p: Principal, state: str | None, stage: str | None, due_before: date | None, limit: int
 ) -> list[dict[str, Any]]:
@@ -471,26 +486,13 @@ def create_app(console: Console) -> FastAPI:
     async def audit_verify(p: Audits) -> dict[str, Any]:
         return asdict(await asyncio.to_thread(console.audit.verify))
 
-    async def _hold(request_id: str, p: Principal, body: HoldBody, place: bool) -> dict[str, Any]:
-        row = _row(console, request_id, p)
-        requests = console.platform.requests
-        if place:
-            changed = requests.place_hold(row.subject_key, row.app_name, body.reason, p.subject)
-        else:
-            changed = requests.release_hold(row.subject_key, body.reason, p.subject)
-        if changed:
-            action = "hold_placed" if place else "hold_released"
-            console.audit.append(p.subject, action, request_id, {"subject_key": row.subject_key, "reason": body.reason})
-            await signal_hold_change(console.client, console.platform, row.subject_key)
-        return {"changed": changed}
-
     @app.post("/api/requests/{request_id}/hold")
     async def place_hold(request_id: str, body: HoldBody, p: Holds) -> dict[str, Any]:
-        return await _hold(request_id, p, body, True)
+        return {"changed": await change_hold(console, request_id, p, body.reason, place=True)}
 
     @app.post("/api/requests/{request_id}/release")
     async def release_hold(request_id: str, body: HoldBody, p: Holds) -> dict[str, Any]:
-        return await _hold(request_id, p, body, False)
+        return {"changed": await change_hold(console, request_id, p, body.reason, place=False)}
 
     @app.get("/api/tokens")
     async def list_tokens(p: Tokens) -> list[dict[str, Any]]:

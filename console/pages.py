@@ -32,6 +32,7 @@ from console.app import (
     _console,
     _row,
     _summary,
+    change_hold,
     decide,
     file_one,
     listed,
@@ -81,6 +82,7 @@ PageCancels = Annotated[Principal, Depends(require_page("requests:cancel"))]
 PageReceipts = Annotated[Principal, Depends(require_page("receipts:read"))]
 PageAudits = Annotated[Principal, Depends(require_page("audit:read"))]
 PageTokens = Annotated[Principal, Depends(require_page("tokens:manage"))]
+PageHolds = Annotated[Principal, Depends(require_page("holds:manage"))]
 
 
 def _csrf(request: Request) -> str:
@@ -239,6 +241,8 @@ def add_pages(app: FastAPI, client_id: str, redirect_uri: str) -> None:
                 for e in console.audit.entries(request_id)
             ],
             can_decide="approver" in p.roles,
+            can_hold="admin" in p.roles,
+            hold=console.platform.requests.active_hold(row.subject_key),
             can_cancel=bool(p.roles & {"requester", "approver"}),
             receipt_ready=row.state in ("completed", "verification_failed") and view["receipt"],
         )
@@ -300,6 +304,35 @@ def add_pages(app: FastAPI, client_id: str, redirect_uri: str) -> None:
         reason: Annotated[str, Form()] = "",
     ) -> Response:
         return await _decision(request, request_id, p, csrf, "cancelled", reason)
+
+    async def _hold_form(
+        request: Request, request_id: str, p: Principal, csrf: str, reason: str, place: bool
+    ) -> Response:
+        _check_csrf(request, csrf)
+        if len(reason.strip()) < 3:
+            return _page(request, "denied.html", p, why="a hold needs a reason (3 characters or more)")
+        await change_hold(_console(request), request_id, p, reason.strip(), place=place)
+        return RedirectResponse(f"/requests/{request_id}", status_code=303)
+
+    @app.post("/requests/{request_id}/hold", include_in_schema=False)
+    async def hold_form(
+        request: Request,
+        request_id: str,
+        p: PageHolds,
+        csrf: Annotated[str, Form()] = "",
+        reason: Annotated[str, Form()] = "",
+    ) -> Response:
+        return await _hold_form(request, request_id, p, csrf, reason, True)
+
+    @app.post("/requests/{request_id}/release", include_in_schema=False)
+    async def release_form(
+        request: Request,
+        request_id: str,
+        p: PageHolds,
+        csrf: Annotated[str, Form()] = "",
+        reason: Annotated[str, Form()] = "",
+    ) -> Response:
+        return await _hold_form(request, request_id, p, csrf, reason, False)
 
     @app.get("/requests/{request_id}/receipt", include_in_schema=False)
     async def receipt_page(request: Request, request_id: str, p: PageReceipts) -> HTMLResponse:

@@ -657,6 +657,8 @@ PAGES: dict[tuple[str, str], set[str]] = {
     ("POST", "/requests/{request_id}/cancel"): {"requester", "approver"},
     ("GET", "/requests/{request_id}/receipt"): {"requester", "approver", "auditor"},
     ("GET", "/requests/{request_id}/receipt.json"): {"requester", "approver", "auditor"},
+    ("POST", "/requests/{request_id}/hold"): {"admin"},
+    ("POST", "/requests/{request_id}/release"): {"admin"},
     ("GET", "/audit"): {"auditor", "admin"},
     ("GET", "/tokens"): {"admin"},
     ("POST", "/tokens"): {"admin"},
@@ -894,3 +896,41 @@ async def test_temporal_ui_through_the_console_is_read_only(api: Api) -> None:
         assert query.status_code == 502  # allowed through; the test has no UI server behind it
     finally:
         await amir.close()
+
+
+async def test_an_admin_places_and_releases_a_legal_hold_from_the_request_page(api: Api) -> None:
+    target = user_ids(1, 613, prefix="console")[0]
+    await api.saga.seed(APP, [target])
+    request_id = await api.file(target)
+    await api.wait_for_state(request_id, "pending_approval")
+    ada = Browser(api)
+    try:
+        await ada.login("ada@ops.example", "admin")
+        page = await ada.http.get(f"/requests/{request_id}")
+        assert '<dd id="hold">none</dd>' in page.text
+        assert '<label for="hold-reason">' in page.text
+        no_reason = await ada.http.post(f"/requests/{request_id}/hold", data={"csrf": ada.csrf(page.text)})
+        assert "needs a reason" in no_reason.text
+        placed = await ada.http.post(
+            f"/requests/{request_id}/hold", data={"csrf": ada.csrf(page.text), "reason": "litigation, case 19"}
+        )
+        assert placed.status_code == 303
+        held = await ada.http.get(f"/requests/{request_id}")
+        assert "active since" in held.text
+        assert "Release the hold" in held.text
+        row = api.saga.platform.requests.get(request_id)
+        assert api.saga.platform.requests.active_hold(row.subject_key) is not None
+        released = await ada.http.post(
+            f"/requests/{request_id}/release", data={"csrf": ada.csrf(held.text), "reason": "case settled"}
+        )
+        assert released.status_code == 303
+        assert api.saga.platform.requests.active_hold(row.subject_key) is None
+        actions = [e.action for e in api.app.state.console.audit.entries(request_id)]
+        assert actions[-2:] == ["hold_placed", "hold_released"]
+    finally:
+        await ada.close()
+    await api.http.post(
+        f"/api/requests/{request_id}/cancel",
+        json={"reason": "test over"},
+        headers=api.bearer("amir@x.example", "approver"),
+    )
