@@ -81,26 +81,39 @@ class ForgetWorkflow:
     async def run(self, inp: ForgetInput) -> ForgetResult:
         self._inp = inp
         self._status = "running"
+        try:
+            return await self._forget(inp)
+        except ActivityError as exc:
+            cause = exc.cause.type if isinstance(exc.cause, ApplicationError) else type(exc.cause).__name__
+            held = cause == error_types.LEGAL_HOLD  # a legal hold wins: nothing was deleted
+            self._status = "held" if held else "failed"
+            for name, progress in self._steps.items():
+                if progress.state == "running":
+                    self._mark(name, "failed")
+            counts = {"held": 1} if held else {}
+            # either way the request ends and its sealed personal payload is dropped
+            await workflow.execute_activity(
+                forget_finish,
+                ForgetFinish(inp.request_id, self._status, counts),
+                start_to_close_timeout=timedelta(minutes=2),
+                retry_policy=RETRY,
+            )
+            if held:
+                return ForgetResult(inp.request_id, self._status, counts)
+            raise ApplicationError(f"the forget failed ({cause})", type="ForgetFailed", non_retryable=True) from None
+
+    async def _forget(self, inp: ForgetInput) -> ForgetResult:
         step = ForgetStep(inp.request_id, inp.subject_key, inp.app_name, inp.strength)
         quick = timedelta(minutes=2)
         await workflow.execute_activity(forget_begin, step, start_to_close_timeout=quick, retry_policy=RETRY)
         self._mark("apply", "running")
-        try:
-            applied: ForgetApplied = await workflow.execute_activity(
-                forget_apply,
-                step,
-                start_to_close_timeout=timedelta(minutes=20),
-                heartbeat_timeout=timedelta(seconds=20),
-                retry_policy=RETRY,
-            )
-        except ActivityError as exc:
-            if not (isinstance(exc.cause, ApplicationError) and exc.cause.type == error_types.LEGAL_HOLD):
-                raise
-            self._status = "held"  # a legal hold wins: nothing was deleted; the request ends, refused
-            self._mark("apply", "failed")
-            held = ForgetFinish(inp.request_id, self._status, {"held": 1})
-            await workflow.execute_activity(forget_finish, held, start_to_close_timeout=quick, retry_policy=RETRY)
-            return ForgetResult(inp.request_id, self._status, {"held": 1})
+        applied: ForgetApplied = await workflow.execute_activity(
+            forget_apply,
+            step,
+            start_to_close_timeout=timedelta(minutes=20),
+            heartbeat_timeout=timedelta(seconds=20),
+            retry_policy=RETRY,
+        )
         self._mark("apply", "done", applied.counts)
         verifications = [await self._verify(inp, "verify", False)]
         verifications.append(await self._verify(inp, "reingest_verify", True))

@@ -274,3 +274,35 @@ async def test_a_legal_hold_wins_over_a_destructive_forget(saga: SagaHarness) ->
     row = platform.forget_requests.get(filed.request_id)
     assert row.state == "held"
     assert not row.payload_kept
+
+
+async def test_a_forget_that_fails_for_good_ends_failed_and_drops_its_payload(saga: SagaHarness) -> None:
+    """A request whose subject key does not match its user (a record tampered with, say) fails without
+    touching anything; the failure names no one and the sealed payload is dropped all the same."""
+    from temporalio.client import WorkflowFailureError
+
+    from stores.forget_requests import ForgetPayload
+    from workflows.forget_contracts import FORGET_WORKFLOW, ForgetInput
+
+    platform = saga.platform
+    run = uuid.uuid4().hex[:8]
+    user, other, _sids = await _mover(saga, run)
+    wrong = subject_key(platform.config.subject_secret, APP, other)
+    rows = platform.memory_store.rows_of(APP, user)
+    ids = [str(r[0]) for r in rows][:1]
+    row = platform.forget_requests.create(wrong, APP, "forget", ids, ForgetPayload(user, ["I live in Pune"]))
+    handle = await saga.client.start_workflow(
+        FORGET_WORKFLOW,
+        ForgetInput(row.request_id, wrong, APP, "forget", ids),
+        id=forget_workflow_id(row.request_id),
+        task_queue=saga.settings.task_queue,
+    )
+    with pytest.raises(WorkflowFailureError) as failed:
+        await asyncio.wait_for(handle.result(), 120)
+    assert "ForgetFailed" in repr(failed.value.cause)
+    assert user not in str(failed.value.cause)
+    assert "Pune" not in str(failed.value.cause)
+    after = platform.forget_requests.get(row.request_id)
+    assert after.state == "failed"
+    assert not after.payload_kept
+    assert platform.memory_store.rows_of(APP, user) == rows
