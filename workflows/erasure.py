@@ -151,7 +151,10 @@ class _PauseForContinueAsNew(Exception):
 
 @workflow.defn(name="ErasureWorkflow")
 class ErasureWorkflow:
-    def __init__(self) -> None:
+    @workflow.init
+    def __init__(self, inp: ErasureInput) -> None:
+        """The input is known before any handler runs, so an approval update that arrives with the start
+        (before ``run`` has begun) is judged against the request's approval policy, not refused."""
         self._steps: dict[str, StepProgress] = {name: StepProgress(name) for name in STEPS}
         self._status = "received"
         self._stage = "received"
@@ -176,6 +179,9 @@ class ErasureWorkflow:
         self._notified_status = ""
         self._subject_key = ""
         self._notices: list[workflow.ActivityHandle[int]] = []
+        self._request_id, self._due_at, self._approval = inp.request_id, inp.due_at, inp.approval
+        if inp.approval is not None and inp.resume is not None:  # a run continued as new: approved earlier
+            self._decision = "approved"
 
     # ----- queries and signals --------------------------------------------------------------------
 

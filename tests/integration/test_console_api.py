@@ -934,3 +934,33 @@ async def test_an_admin_places_and_releases_a_legal_hold_from_the_request_page(a
         json={"reason": "test over"},
         headers=api.bearer("amir@x.example", "approver"),
     )
+
+
+async def test_an_approval_sent_with_the_start_is_judged_not_refused(api: Api) -> None:
+    """The approval policy is known from the input before any handler runs (``@workflow.init``): an approve
+    update that reaches the workflow in its first task, before ``run`` began, is accepted (it was a 409)."""
+    from console.identity import actor_ref
+    from workers.local_secrets import load_secrets
+    from workers.worker import build_worker
+    from workflows.contracts import ApprovalPolicy, Decision
+    from workflows.erasure import ErasureWorkflow
+
+    target = user_ids(1, 617, prefix="console")[0]
+    await api.saga.seed(APP, [target])
+    idle = api.saga.settings.model_copy(update={"task_queue": f"early-{uuid.uuid4().hex[:8]}"})
+    secret = load_secrets(idle).subject_key_secret
+    harness = SagaHarness(api.saga.client, api.saga.platform, idle)
+    filed_request = await harness.file(
+        APP, target, approval=ApprovalPolicy(actor_ref(secret, "rita@compliance.example"))
+    )
+    handle = api.saga.client.get_workflow_handle(workflow_id(filed_request.request_id))
+    early = asyncio.ensure_future(
+        handle.execute_update(ErasureWorkflow.approve, Decision(actor_ref(secret, "amir@compliance.example")))
+    )
+    await asyncio.sleep(1)  # the update waits with the start: no worker has run the first task yet
+    assert not early.done()
+    worker = build_worker(api.saga.client, idle.task_queue, api.saga.platform, load_secrets(idle).signing_key)
+    async with worker:
+        assert await asyncio.wait_for(early, 60) == "approved"
+        result = await asyncio.wait_for(harness.result(filed_request.request_id), 120)
+    assert result.status == "completed"
