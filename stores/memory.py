@@ -178,7 +178,7 @@ class MemoryStore:
     def rows_of(self, app_name: str, user_id: str) -> list[tuple[uuid.UUID, str | None]]:
         with self._pool.connection() as conn:
             rows = conn.execute(
-                "SELECT id, session_id FROM memories WHERE app_name = %s AND user_id = %s",
+                "SELECT id, session_id FROM memories WHERE app_name = %s AND user_id = %s ORDER BY id",
                 (app_name, user_id),
             ).fetchall()
         return [(r[0], r[1]) for r in rows]
