@@ -139,3 +139,29 @@ def test_a_pid_file_others_can_write_is_not_trusted(tmp_path: Path) -> None:
     finally:
         victim.kill()
         victim.wait()
+
+
+def test_a_process_is_still_ours_after_the_clock_stepped_and_never_someone_elses(tmp_path: Path) -> None:
+    """'stack down' stopped nothing when the recorded start time drifted (seen: a test stack's S3 and KMS
+    outlived it); the recorded command line then decides, so a reused pid is still never ours."""
+    ours = ManagedProcess("ours", [sys.executable, "-c", "import time; time.sleep(60)"], tmp_path, [])
+    ours.start()
+    info = json.loads(ours.pid_file.read_text())
+    ours.pid_file.write_text(json.dumps({**info, "create_time": info["create_time"] - 120}))  # a stepped clock
+    pid = info["pid"]
+    assert ours.recorded() is not None
+    assert ours.stop()
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        other = ManagedProcess("other", [sys.executable, "-c", "import time; time.sleep(60)"], tmp_path, [])
+        other.pid_file.write_text(
+            json.dumps({"pid": victim.pid, "create_time": 0.0, "argv": list(other.argv)})  # same pid, other argv
+        )
+        assert other.recorded() is None
+        assert not other.stop()
+        assert victim.poll() is None
+    finally:
+        victim.kill()
+        victim.wait()

@@ -69,7 +69,12 @@ class ManagedProcess:
             info = json.loads(self.pid_file.read_text())
             proc = psutil.Process(int(info["pid"]))
             if abs(proc.create_time() - float(info["create_time"])) > 1.0:
-                return None
+                # psutil derives a start time from the boot time, which moves when the wall clock is
+                # stepped: then the recorded command line (this stack's own binary, state paths and ports)
+                # must match exactly, or the pid is someone else's now
+                argv = [str(a) for a in info.get("argv") or []]
+                if not argv or proc.cmdline() != argv:
+                    return None
             if proc.status() == psutil.STATUS_ZOMBIE:
                 return None
             return proc
