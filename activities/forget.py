@@ -19,10 +19,11 @@ from temporalio import activity
 from activities.support import PlatformActivities, beat, keep_sensitive, non_retryable, translate_errors
 from stores.adapters.interface import AdapterNotConfigured
 from stores.forget_requests import ForgetPayload, ForgetRequestRow
-from stores.forgetting import TombstoneMatcher
+from stores.forgetting import TombstoneMatcher, journal_form
 from stores.identity import session_ref
 from stores.identity import subject_key as compute_key
-from stores.item_forget import ItemForgetter
+from stores.item_forget import ForgetOutcome, ItemForgetter
+from stores.lifecycle_journal import LifecycleEntry
 from verifier.receipt import FORGET_SCHEMA_ID, digest, sign, signing_key
 from verifier.receipt_activity import issue_once, software_version, verifications_json
 from workflows import error_types
@@ -130,6 +131,7 @@ class ForgetActivities(PlatformActivities):
             request_id=row.request_id,
             tombstone_id=row.tombstone_id,
         )
+        self._journal(row, outcome)
         beat(stage="cache")
         cached = self._forget_cached(app, sk, self._tombstone_matcher(row))
         counts = {
@@ -141,6 +143,21 @@ class ForgetActivities(PlatformActivities):
         }
         return ForgetApplied(counts, outcome.derived_ids)
 
+    def _journal(self, row: ForgetRequestRow, outcome: ForgetOutcome, items: list[str] | None = None) -> None:
+        """Keep the forget in the lifecycle journal (outside the database), so a restore replays it."""
+        tombstone = self.platform.forgetting.get(row.tombstone_id)
+        event = "expired" if row.reason == "retention_expiry" else "forgotten"
+        entry = LifecycleEntry(
+            event,
+            row.subject_key,
+            row.app_name,
+            sorted(items if items is not None else row.memory_ids),
+            derived_ids=outcome.derived_ids,
+            tombstone=journal_form(tombstone) if tombstone else None,
+            id=row.request_id,  # a retried step writes the same entry again
+        )
+        self.platform.lifecycle_journal.record(entry)
+
     def _erase_session(self, row: ForgetRequestRow, payload: ForgetPayload, forgetter: ItemForgetter) -> ForgetApplied:
         from stores.artifacts import session_prefix
 
@@ -150,6 +167,7 @@ class ForgetActivities(PlatformActivities):
         outcome = forgetter.forget(
             sk, app, user, items, request_id=row.request_id, tombstone_id=row.tombstone_id, strength="erase_session"
         )
+        self._journal(row, outcome, items)
         beat(stage="artifacts")
         versions = self.platform.artifacts.erase_prefix(
             session_prefix(app, sk, sid), on_batch=lambda n: beat(stage="artifacts", versions=n)

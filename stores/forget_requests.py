@@ -49,12 +49,14 @@ class ForgetRequestRow:
     received_at: datetime
     completed_at: datetime | None
     payload_kept: bool
+    reason: str = "request"  # request | retention_expiry
 
 
 _COLUMNS = (
     "request_id, subject_key, app_name, strength, memory_ids, tombstone_id, state, outcome, received_at, "
-    "completed_at, payload_sealed IS NOT NULL"
+    "completed_at, payload_sealed IS NOT NULL, reason"
 )
+REASONS = ("request", "retention_expiry")
 
 
 def _row(r: tuple[Any, ...]) -> ForgetRequestRow:
@@ -70,6 +72,7 @@ def _row(r: tuple[Any, ...]) -> ForgetRequestRow:
         received_at=r[8],
         completed_at=r[9],
         payload_kept=bool(r[10]),
+        reason=str(r[11]),
     )
 
 
@@ -92,7 +95,10 @@ class ForgetRequestStore:
         *,
         requested_by: str | None = None,
         request_id: str | None = None,
+        reason: str = "request",
     ) -> ForgetRequestRow:
+        if reason not in REASONS:
+            raise ForgetRefused(f"unknown forget reason {reason!r}")
         if strength not in STRENGTHS:
             raise ForgetRefused(f"unknown strength {strength!r}: one of {', '.join(STRENGTHS)}")
         ids = sorted({str(uuid.UUID(i)) for i in memory_ids})
@@ -105,7 +111,7 @@ class ForgetRequestStore:
         with self._pool.connection() as conn:
             conn.execute(
                 "INSERT INTO forget_requests (request_id, subject_key, app_name, strength, memory_ids, tombstone_id, "
-                "payload_sealed, requested_by) VALUES (%s, %s, %s, %s, %s::uuid[], %s, %s, %s) "
+                "payload_sealed, requested_by, reason) VALUES (%s, %s, %s, %s, %s::uuid[], %s, %s, %s, %s) "
                 "ON CONFLICT (request_id) DO NOTHING",
                 (
                     rid,
@@ -116,6 +122,7 @@ class ForgetRequestStore:
                     uuid.uuid4(),
                     sealed,
                     self._sealer.seal_text(rid, requested_by),
+                    reason,
                 ),
             )
         return self.get(rid)

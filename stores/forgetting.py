@@ -64,6 +64,21 @@ class ForgetTombstone:
     lifted_at: datetime | None = None
 
 
+def journal_form(t: ForgetTombstone) -> dict[str, Any]:
+    """A tombstone as the lifecycle journal keeps it: ids and keyed hashes only."""
+    return {
+        "id": t.id,
+        "subject_key": t.subject_key,
+        "app_name": t.app_name,
+        "strength": t.strength,
+        "memory_ids": sorted(t.memory_ids),
+        "span_digests": sorted(t.span_digests),
+        "span_lengths": sorted(t.span_lengths),
+        "state_key_digests": sorted(t.state_key_digests),
+        "created_at": t.created_at.isoformat(),
+    }
+
+
 @dataclass
 class TombstoneMatcher:
     """Whether an item (by id) or a text (by its word n-grams) is covered by any of the live tombstones."""
@@ -167,6 +182,29 @@ class ForgetLedger:
                 (new_id, subject_key, app_name, strength, ids, digests, lengths, keys, request_id),
             )
         return new_id
+
+    def restore(self, t: ForgetTombstone) -> bool:
+        """Re-create a tombstone from its journalled form (a restored backup predates it); whether it was missing."""
+        with self._pool.connection() as conn:
+            return (
+                conn.execute(
+                    "INSERT INTO forget_tombstones (id, subject_key, app_name, strength, memory_ids, span_digests, "
+                    "span_lengths, state_key_digests, created_at) VALUES (%s, %s, %s, %s, %s::uuid[], %s, %s, %s, %s) "
+                    "ON CONFLICT (id) DO NOTHING",
+                    (
+                        t.id,
+                        t.subject_key,
+                        t.app_name,
+                        t.strength,
+                        sorted(t.memory_ids),
+                        sorted(t.span_digests),
+                        sorted(t.span_lengths),
+                        sorted(t.state_key_digests),
+                        t.created_at,
+                    ),
+                ).rowcount
+                > 0
+            )
 
     def lift(self, subject_key: str, tombstone_id: str) -> bool:
         """Unsuppress: only a suppression of this subject is ever lifted; returns whether one was."""

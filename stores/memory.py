@@ -11,6 +11,8 @@ The ADK-facing services and the write fence live in ``stores.memory_service``.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -22,11 +24,35 @@ from psycopg_pool import ConnectionPool
 
 from stores.embedding import Embedder, HashingEmbedder, tokens, vector_literal
 from stores.errors import DataKeyShredded
-from stores.identity import session_digest, session_ref, subject_key, token_digest
+from stores.identity import derived_key, session_digest, session_ref, subject_key, token_digest
 from stores.keys import DataKeyStore
+from stores.memory_lifecycle import (
+    BASIS_CONFIDENCE,
+    SEARCH_THRESHOLD,
+    TIERS,
+    expiry,
+    importance_of,
+    tier_of,
+)
 from stores.tombstones import fence_lock_key
 
-KINDS = ("episode", "fact", "summary")
+KINDS = ("episode", "fact", "summary", "procedure")
+#: decayed confidence in SQL (the same rule as ``memory_lifecycle.decayed``): halved per half-life of the tier
+DECAYED_SQL = (
+    "(confidence * power(0.5, greatest(extract(epoch FROM (now() - coalesce(reinforced_at, created_at))), 0) / "
+    "CASE WHEN kind = 'episode' THEN 2592000.0 WHEN kind = 'procedure' THEN 31536000.0 ELSE 15552000.0 END))"
+)
+#: what recall may return: live beliefs (challenged ones too, flagged), not expired, confident enough
+RECALLABLE_SQL = (
+    "state IN ('active', 'challenged') AND (expires_at IS NULL OR expires_at > now()) "
+    f"AND {DECAYED_SQL} >= %(threshold)s"
+)
+
+
+def content_digest(secret: bytes, subject: str, text: str) -> str:
+    """Keyed hash of the subject and the text's normalised words: the same thing said again matches."""
+    key = derived_key(secret, "memory-content")
+    return hmac.new(key, f"{subject}\n{' '.join(tokens(text))}".encode(), hashlib.sha256).hexdigest()[:32]
 
 
 @dataclass(frozen=True)
@@ -41,22 +67,57 @@ class NewMemory:
     author: str | None = None
     created_at: datetime | None = None
     id: uuid.UUID = field(default_factory=uuid.uuid4)
+    # the lifecycle (stores.memory_lifecycle): why it is held, how long, where from, how sure
+    purpose: str = "unspecified"
+    retention_class: str = "until_withdrawn"
+    source_kind: str = "user"
+    source_ref: str | None = None  # PII-free: an event id, a tool name, a document id
+    confidence_basis: str = "stated"
+    confidence: float | None = None  # None: the basis's starting confidence
+    importance: float | None = None  # None: the deterministic rules of memory_lifecycle.importance_of
+    pinned: bool = False
+    state: str = "active"
+    supersedes: Sequence[uuid.UUID] = ()
+    challenged_by: Sequence[uuid.UUID] = ()
+
+    @property
+    def tier(self) -> str:
+        return tier_of(self.kind)
 
 
 @dataclass(frozen=True)
 class FencedWrite:
     inserted: list[uuid.UUID]
     refused: int  # fenced, tombstoned, or already present (same id)
+    reinforced: list[uuid.UUID] = field(default_factory=list)  # rows already held that the write re-observed
 
 
 _INSERT_COLUMNS = (
     "id, app_name, user_id, subject_key, session_id, kind, derived_from, source_sessions, author, key_id, "
-    "content_sealed, token_digests, embedding, created_at"
+    "content_sealed, token_digests, embedding, created_at, purpose, retention_class, expires_at, source_kind, "
+    "source_ref, confidence_basis, confidence, importance, pinned, state, supersedes, challenged_by, tokens, "
+    "content_digest"
 )
-_INSERT_VALUES = "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::vector, %s"
+_CASTS = (
+    "%s::uuid, %s::text, %s::text, %s::text, %s::text, %s::text, %s::uuid[], %s::text[], %s::text, %s::uuid, "
+    "%s::bytea, %s::text[], %s::vector, %s::timestamptz, %s::text, %s::text, %s::timestamptz, %s::text, "
+    "%s::text, %s::text, %s::real, %s::real, %s::boolean, %s::text, %s::uuid[], %s::uuid[], %s::integer, %s::text"
+)
+_INSERT_VALUES = _CASTS
+#: a duplicate of a row the subject already holds (same normalised words, still live) reinforces that row:
+#: its confidence is restored, it counts a hit, and it learns the new observation's session (so erasing that
+#: session still finds it); the new copy is not written
+_REINFORCE = (
+    "UPDATE memories SET reinforced_at = greatest(coalesce(reinforced_at, created_at), %s::timestamptz), "
+    "confidence = greatest(confidence, %s::real), hits = hits + 1, "
+    "source_sessions = ARRAY(SELECT DISTINCT s FROM unnest(source_sessions || %s::text[]) AS s ORDER BY s) "
+    "WHERE subject_key = %s AND content_digest = %s AND state IN ('active', 'challenged') AND kind = %s "
+    "AND id <> %s AND NOT EXISTS (SELECT 1 FROM user_tombstones WHERE subject_key = %s) "
+    "AND NOT EXISTS (SELECT 1 FROM session_tombstones WHERE %s::text IS NOT NULL AND subject_key = %s "
+    "AND session_digest = %s) RETURNING id"
+)
 _FENCED_INSERT = (
-    f"INSERT INTO memories ({_INSERT_COLUMNS}) SELECT %s::uuid, %s::text, %s::text, %s::text, %s::text, %s::text, "
-    "%s::uuid[], %s::text[], %s::text, %s::uuid, %s::bytea, %s::text[], %s::vector, %s::timestamptz "
+    f"INSERT INTO memories ({_INSERT_COLUMNS}) SELECT {_CASTS} "
     "WHERE NOT EXISTS (SELECT 1 FROM user_tombstones WHERE subject_key = %s) "
     "AND NOT EXISTS (SELECT 1 FROM session_tombstones WHERE %s::text IS NOT NULL AND subject_key = %s "
     "AND session_digest = %s) ON CONFLICT (id) DO NOTHING RETURNING id"
@@ -70,6 +131,8 @@ class FoundMemory:
     author: str | None
     created_at: datetime
     kind: str = "episode"
+    state: str = "active"
+    confidence: float = 1.0  # decayed, now
 
 
 class MemoryStore:
@@ -92,9 +155,14 @@ class MemoryStore:
         for m in memories:
             if m.kind not in KINDS:
                 raise ValueError(f"unknown memory kind {m.kind!r}")
+            if m.tier not in TIERS:
+                raise ValueError(f"unknown memory tier {m.tier!r}")
             sk = subject_key(self._secret, m.app_name, m.user_id)
             key_id, sealed = self._keys.encrypt(sk, m.text.encode("utf-8"), m.id.bytes)
-            digests = sorted({token_digest(self._secret, t) for t in tokens(m.text)})
+            words = tokens(m.text)
+            digests = sorted({token_digest(self._secret, t) for t in words})
+            created = m.created_at or datetime.now(UTC)
+            confidence = m.confidence if m.confidence is not None else BASIS_CONFIDENCE.get(m.confidence_basis, 1.0)
             rows.append(
                 (
                     m.id,
@@ -110,7 +178,21 @@ class MemoryStore:
                     sealed,
                     digests,
                     vector_literal(self._embedder.embed(m.text)),
-                    m.created_at or datetime.now(UTC),
+                    created,
+                    m.purpose,
+                    m.retention_class,
+                    expiry(m.retention_class, created),
+                    m.source_kind,
+                    m.source_ref,
+                    m.confidence_basis,
+                    confidence,
+                    importance_of(words, m.importance),
+                    m.pinned,
+                    m.state,
+                    list(m.supersedes),
+                    list(m.challenged_by),
+                    len(words),
+                    content_digest(self._secret, sk, m.text),
                 )
             )
         return rows
@@ -127,7 +209,7 @@ class MemoryStore:
             )
         return [r[0] for r in rows]
 
-    def insert_fenced(self, memories: Iterable[NewMemory]) -> FencedWrite:
+    def insert_fenced(self, memories: Iterable[NewMemory], *, reinforce: bool = True) -> FencedWrite:
         """Write rows unless a user tombstone of their subject, or a session tombstone of their (subject,
         session), exists: the check is part of each INSERT statement, so no fence written in between can
         be passed. ``TombstoneLedger.fence_user`` takes the subject's fence lock exclusively while it writes
@@ -138,34 +220,67 @@ class MemoryStore:
         if not rows:
             return FencedWrite([], 0)
         inserted: list[uuid.UUID] = []
+        reinforced: list[uuid.UUID] = []
         with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
             for sk in sorted({r[3] for r in rows}):
                 cur.execute("SELECT pg_advisory_xact_lock_shared(hashtextextended(%s, 0))", (fence_lock_key(sk),))
             for r in rows:
                 digest = session_digest(self._secret, r[3], r[4]) if r[4] else None
+                if reinforce and not r[24] and not r[25]:  # a correction or a contradiction stays its own row
+                    cur.execute(_REINFORCE, (r[13], r[20], r[7], r[3], r[27], r[5], r[0], r[3], digest, r[3], digest))
+                    held = cur.fetchone()
+                    if held is not None:
+                        reinforced.append(held[0])
+                        continue
                 cur.execute(_FENCED_INSERT, (*r, r[3], digest, r[3], digest))
                 if cur.fetchone() is not None:
                     inserted.append(r[0])
-        return FencedWrite(inserted, len(rows) - len(inserted))
+        return FencedWrite(inserted, len(rows) - len(inserted) - len(reinforced), reinforced)
 
     def decrypt_row(self, row_id: uuid.UUID, sealed: bytes) -> str:
         return self._keys.decrypt(sealed, row_id.bytes).decode("utf-8")
 
-    def search(self, app_name: str, user_id: str, query: str, limit: int = 10) -> list[FoundMemory]:
+    def search(
+        self, app_name: str, user_id: str, query: str, limit: int = 10, *, threshold: float = SEARCH_THRESHOLD
+    ) -> list[FoundMemory]:
+        """The user's recallable rows nearest to ``query``: superseded, deleted, expired and decayed rows are
+        filtered before ranking (so a retired belief never competes), challenged ones come back flagged.
+        Every row returned counts a hit and its access time (eviction's frequency and recency)."""
         vec = vector_literal(self._embedder.embed(query))
         with self._pool.connection() as conn:
             rows = conn.execute(
-                "SELECT id, content_sealed, author, created_at, kind FROM memories WHERE app_name = %s "
-                "AND user_id = %s ORDER BY embedding <=> %s::vector LIMIT %s",
-                (app_name, user_id, vec, limit),
+                f"SELECT id, content_sealed, author, created_at, kind, state, {DECAYED_SQL} FROM memories "
+                f"WHERE app_name = %(app)s AND user_id = %(user)s AND {RECALLABLE_SQL} "
+                "ORDER BY embedding <=> %(vec)s::vector LIMIT %(limit)s",
+                {"app": app_name, "user": user_id, "vec": vec, "limit": limit, "threshold": threshold},
             ).fetchall()
+            if rows:
+                conn.execute(
+                    "UPDATE memories SET hits = hits + 1, last_accessed_at = now() WHERE id = ANY(%s)",
+                    ([r[0] for r in rows],),
+                )
         out: list[FoundMemory] = []
-        for row_id, sealed, author, created, kind in rows:
+        for row_id, sealed, author, created, kind, state, confidence in rows:
             try:
                 text = self.decrypt_row(row_id, bytes(sealed))
             except DataKeyShredded:
                 continue
-            out.append(FoundMemory(str(row_id), text, author, created, kind))
+            out.append(FoundMemory(str(row_id), text, author, created, kind, state, float(confidence)))
+        return out
+
+    def texts_of(self, subject: str, ids: Sequence[str]) -> list[str]:
+        """The readable texts of the subject's rows ``ids`` (in memory only; a shredded key reads as nothing)."""
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT id, content_sealed FROM memories WHERE subject_key = %s AND id = ANY(%s::uuid[]) ORDER BY id",
+                (subject, [str(uuid.UUID(i)) for i in ids]),
+            ).fetchall()
+        out: list[str] = []
+        for row_id, sealed in rows:
+            try:
+                out.append(self.decrypt_row(row_id, bytes(sealed)))
+            except DataKeyShredded:
+                continue
         return out
 
     def delete(self, app_name: str, user_id: str, memory_id: str) -> int:

@@ -14,6 +14,7 @@ import asyncio
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -25,7 +26,11 @@ from google.genai import types
 from stores.errors import InvalidIdentifier
 from stores.forgetting import STRENGTHS, ForgetLedger, TombstoneMatcher
 from stores.identity import session_ref, subject_key
-from stores.memory import MemoryStore, NewMemory
+from stores.memory import FencedWrite, FoundMemory, MemoryStore, NewMemory
+from stores.memory_capture import REASONS, refusal
+from stores.memory_entries import capture_of, content_text, entry_memory
+from stores.memory_lifecycle import PRELOAD_THRESHOLD
+from stores.memory_upkeep import MemoryUpkeep
 from stores.tombstones import TombstoneLedger
 
 if TYPE_CHECKING:
@@ -37,12 +42,6 @@ log = structlog.get_logger("stores.memory_service")
 WRITE_BLOCKING = ("forget", "erase_session")
 
 
-def content_text(content: types.Content | None) -> str:
-    if content is None or not content.parts:
-        return ""
-    return " ".join(p.text for p in content.parts if p.text)
-
-
 def event_time(event: Event) -> datetime | None:
     """When the event happened (ADK ``Event.timestamp``, seconds since the epoch): a row written from a
     replayed queue keeps it, so date-bounded sweeps still see it as written before an erasure."""
@@ -52,20 +51,23 @@ def event_time(event: Event) -> datetime | None:
     return None
 
 
-def entry_time(entry: MemoryEntry) -> datetime | None:
-    """``MemoryEntry.timestamp`` (ISO 8601) as an aware time, if it is one."""
-    if not entry.timestamp:
-        return None
-    try:
-        at = datetime.fromisoformat(entry.timestamp)
-    except ValueError:
-        return None
-    return at if at.tzinfo else at.replace(tzinfo=UTC)
+@dataclass(frozen=True)
+class SessionCapture:
+    """What the platform says about memories it ingests from sessions: why it keeps them, and how long."""
+
+    purpose: str = "conversation_recall"
+    retention_class: str = "conversation"
 
 
-def session_memories(session: Session, subject_secret: bytes) -> list[NewMemory]:
+def event_source(author: str | None) -> tuple[str, str]:
+    """(source kind, confidence basis) of an event's words: the user's own, or the agent's (an inference)."""
+    return ("user", "stated") if author == "user" else ("inference", "inferred")
+
+
+def session_memories(session: Session, subject_secret: bytes, capture: SessionCapture | None = None) -> list[NewMemory]:
     """Episodes (one per event with text) and facts (sentences stating something about 'my ...'), dated
-    by their event."""
+    by their event, with the platform's purpose and retention for session memories."""
+    capture = capture or SessionCapture()
     out: list[NewMemory] = []
     ref = session_ref(subject_key(subject_secret, session.app_name, session.user_id), session.id)
     for event in session.events:
@@ -82,6 +84,11 @@ def session_memories(session: Session, subject_secret: bytes) -> list[NewMemory]
             id=uuid.uuid5(uuid.NAMESPACE_URL, f"adk-event:{ref}:{event.id}"),
             source_sessions=[ref],
             created_at=event_time(event),
+            purpose=capture.purpose,
+            retention_class=capture.retention_class,
+            source_kind=event_source(event.author)[0],
+            source_ref=f"event:{event.id}",
+            confidence_basis=event_source(event.author)[1],
         )
         out.append(episode)
         for n, sentence in enumerate(s.strip() for s in text.split(".")):
@@ -98,37 +105,72 @@ def session_memories(session: Session, subject_secret: bytes) -> list[NewMemory]
                         source_sessions=[ref],
                         id=uuid.uuid5(episode.id, f"fact:{n}"),
                         created_at=episode.created_at,
+                        purpose=capture.purpose,
+                        retention_class=capture.retention_class,
+                        source_kind="inference",
+                        source_ref=f"extracted:{episode.id}",
+                        confidence_basis="inferred",
                     )
                 )
     return out
+
+
+def _entries(found: Sequence[FoundMemory]) -> SearchMemoryResponse:
+    return SearchMemoryResponse(
+        memories=[
+            MemoryEntry(
+                id=f.id,
+                author=f.author,
+                timestamp=f.created_at.isoformat(),
+                content=types.Content(role="user", parts=[types.Part(text=f.text)]),
+                custom_metadata={"kind": f.kind, "state": f.state, "confidence": round(f.confidence, 3)},
+            )
+            for f in found
+        ]
+    )
 
 
 class PostgresMemoryService(BaseMemoryService):
     """The ADK memory service over ``MemoryStore``; runtimes use it through ``FencedMemoryService``, which
     turns ``fenced`` on: every write then checks the tombstones inside its INSERT (``insert_fenced``)."""
 
-    def __init__(self, store: MemoryStore, subject_secret: bytes, *, fenced: bool = False) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        subject_secret: bytes,
+        *,
+        fenced: bool = False,
+        capture: SessionCapture | None = None,
+    ) -> None:
         self.store = store
         self._secret = subject_secret
         self.fenced = fenced
+        self.capture = capture or SessionCapture()
         self.refused_in_insert = 0  # rows the INSERT itself refused (a fence or tombstone written meanwhile)
 
-    async def _write(self, rows: list[NewMemory]) -> None:
+    async def _write(self, rows: list[NewMemory]) -> FencedWrite:
         if not self.fenced:
-            await asyncio.to_thread(self.store.insert, rows)
-            return
+            ids = await asyncio.to_thread(self.store.insert, rows)
+            return FencedWrite(ids, len(rows) - len(ids))
         written = await asyncio.to_thread(self.store.insert_fenced, rows)
         self.refused_in_insert += written.refused
+        return written
 
-    async def write(self, rows: list[NewMemory]) -> None:
-        await self._write(rows)
+    async def write(self, rows: list[NewMemory]) -> FencedWrite:
+        return await self._write(rows)
 
     async def add_session_to_memory(self, session: Session) -> None:
-        await self._write(session_memories(session, self._secret))
+        await self._write(session_memories(session, self._secret, self.capture))
 
     def event_rows(
-        self, app_name: str, user_id: str, events: Sequence[Event], session_id: str | None
+        self,
+        app_name: str,
+        user_id: str,
+        events: Sequence[Event],
+        session_id: str | None,
+        custom_metadata: Mapping[str, object] | None = None,
     ) -> list[NewMemory]:
+        meta = custom_metadata or {}
         return [
             NewMemory(
                 app_name=app_name,
@@ -140,6 +182,11 @@ class PostgresMemoryService(BaseMemoryService):
                 if session_id
                 else [],
                 created_at=event_time(e),
+                purpose=str(meta.get("purpose") or self.capture.purpose),
+                retention_class=str(meta.get("retention") or self.capture.retention_class),
+                source_kind=event_source(e.author)[0],
+                source_ref=f"event:{e.id}",
+                confidence_basis=event_source(e.author)[1],
             )
             for e in events
             if content_text(e.content).strip()
@@ -154,21 +201,17 @@ class PostgresMemoryService(BaseMemoryService):
         session_id: str | None = None,
         custom_metadata: Mapping[str, object] | None = None,
     ) -> None:
-        await self._write(self.event_rows(app_name, user_id, events, session_id))
+        await self._write(self.event_rows(app_name, user_id, events, session_id, custom_metadata))
 
-    def entry_rows(self, app_name: str, user_id: str, memories: Sequence[MemoryEntry]) -> list[NewMemory]:
-        return [
-            NewMemory(
-                app_name=app_name,
-                user_id=user_id,
-                text=content_text(m.content),
-                kind=str((m.custom_metadata or {}).get("kind", "fact")),
-                session_id=(m.custom_metadata or {}).get("session_id"),
-                author=m.author,
-                created_at=entry_time(m),
-            )
-            for m in memories
-        ]
+    def entry_rows(
+        self,
+        app_name: str,
+        user_id: str,
+        memories: Sequence[MemoryEntry],
+        custom_metadata: Mapping[str, object] | None = None,
+    ) -> list[NewMemory | str]:
+        """One row per entry, or the refusal reason of an entry whose metadata cannot be read."""
+        return [entry_memory(app_name, user_id, m, custom_metadata) for m in memories]
 
     async def add_memory(
         self,
@@ -178,21 +221,17 @@ class PostgresMemoryService(BaseMemoryService):
         memories: Sequence[MemoryEntry],
         custom_metadata: Mapping[str, object] | None = None,
     ) -> None:
-        await self._write(self.entry_rows(app_name, user_id, memories))
+        rows = self.entry_rows(app_name, user_id, memories, custom_metadata)
+        await self._write([r for r in rows if isinstance(r, NewMemory)])
 
     async def search_memory(self, *, app_name: str, user_id: str, query: str) -> SearchMemoryResponse:
-        found = await asyncio.to_thread(self.store.search, app_name, user_id, query)
-        return SearchMemoryResponse(
-            memories=[
-                MemoryEntry(
-                    id=f.id,
-                    author=f.author,
-                    timestamp=f.created_at.isoformat(),
-                    content=types.Content(role="user", parts=[types.Part(text=f.text)]),
-                )
-                for f in found
-            ]
-        )
+        return _entries(await asyncio.to_thread(self.store.search, app_name, user_id, query))
+
+    async def preload_memory(self, *, app_name: str, user_id: str, query: str) -> SearchMemoryResponse:
+        """Rows confident enough to be put in front of the model unasked (above the preload threshold), and
+        settled: a challenged belief is not preloaded."""
+        found = await asyncio.to_thread(self.store.search, app_name, user_id, query, threshold=PRELOAD_THRESHOLD)
+        return _entries([f for f in found if f.state == "active"])
 
     async def delete_memory(self, *, app_name: str, user_id: str, memory_id: str | None = None) -> None:
         if memory_id:
@@ -208,20 +247,25 @@ class FencedMemoryService(BaseMemoryService):
         ledger: TombstoneLedger,
         subject_secret: bytes,
         forgetting: ForgetLedger | None = None,
+        upkeep: MemoryUpkeep | None = None,
     ) -> None:
         inner.fenced = True  # the check below answers early and counts; the INSERT's own check is the guarantee
         self.inner = inner
         self._ledger = ledger
         self._forgetting = forgetting
         self._secret = subject_secret
+        self.upkeep = upkeep
         self._lock = threading.Lock()
         self.refused: dict[str, int] = {
             "user_fenced": 0,
             "session_tombstoned": 0,
             "invalid_identifier": 0,
             "forgotten": 0,  # rows dropped on write: a live forget tombstone covers them (re-learning)
+            # capture refusals (stores.memory_capture): never stored
+            **{reason: 0 for reason in REASONS},
         }
         self.hidden_on_read = 0  # search results a live tombstone (suppress or forget) covers
+        self.reinforced = 0  # writes that re-observed a row already held (its confidence restored)
 
     def _matcher(self, app_name: str, user_id: str, strengths: tuple[str, ...]) -> TombstoneMatcher | None:
         sk = self._subject(app_name, user_id)
@@ -230,9 +274,24 @@ class FencedMemoryService(BaseMemoryService):
         found = self._forgetting.matcher(sk, strengths)
         return found if found else None
 
-    async def _write_unforgotten(self, app_name: str, user_id: str, rows: list[NewMemory]) -> None:
-        """Write ``rows`` less those a live forget tombstone covers (by id or by a forgotten span), counted
-        and logged by subject key only."""
+    def _admitted(self, app_name: str, user_id: str, rows: Sequence[NewMemory | str]) -> list[NewMemory]:
+        """The rows the capture checks let through; each refusal counted and logged by reason and subject key
+        (no text), never raised into the agent's turn."""
+        kept: list[NewMemory] = []
+        for row in rows:
+            why = row if isinstance(row, str) else refusal(row.text, capture_of(row))
+            if why is None and isinstance(row, NewMemory):
+                kept.append(row)
+            else:
+                self._refuse(str(why), app_name, user_id)
+        return kept
+
+    async def _write_unforgotten(self, app_name: str, user_id: str, candidates: Sequence[NewMemory | str]) -> None:
+        """Write the admitted rows less those a live forget tombstone covers (by id or by a forgotten span),
+        counted and logged by subject key only; then the lifecycle upkeep (supersession, caps)."""
+        rows = self._admitted(app_name, user_id, candidates)
+        if not rows:
+            return
         matcher = await asyncio.to_thread(self._matcher, app_name, user_id, WRITE_BLOCKING)
         if matcher is not None:
             kept = [r for r in rows if not matcher.covers(str(r.id), r.text)]
@@ -242,7 +301,13 @@ class FencedMemoryService(BaseMemoryService):
                     self.refused["forgotten"] += dropped
                 log.info("memory_write_forgotten", rows=dropped, subject_key=self._subject(app_name, user_id))
             rows = kept
-        await self.inner.write(rows)
+        written = await self.inner.write(rows)
+        if written.reinforced:
+            with self._lock:
+                self.reinforced += len(written.reinforced)
+        sk = self._subject(app_name, user_id)
+        if self.upkeep is not None and sk is not None and rows:
+            await asyncio.to_thread(self.upkeep.after_write, sk, app_name, rows, written)
 
     def _subject(self, app_name: str, user_id: str) -> str | None:
         """The subject key, or ``None`` for an id no store can hold (never raised into the agent's turn)."""
@@ -275,7 +340,7 @@ class FencedMemoryService(BaseMemoryService):
 
     async def add_session_to_memory(self, session: Session) -> None:
         if await self._check(session.app_name, session.user_id, session.id):
-            rows = session_memories(session, self._secret)
+            rows = session_memories(session, self._secret, self.inner.capture)
             await self._write_unforgotten(session.app_name, session.user_id, rows)
 
     async def add_events_to_memory(
@@ -288,7 +353,7 @@ class FencedMemoryService(BaseMemoryService):
         custom_metadata: Mapping[str, object] | None = None,
     ) -> None:
         if await self._check(app_name, user_id, session_id):
-            rows = self.inner.event_rows(app_name, user_id, events, session_id)
+            rows = self.inner.event_rows(app_name, user_id, events, session_id, custom_metadata)
             await self._write_unforgotten(app_name, user_id, rows)
 
     async def add_memory(
@@ -304,13 +369,10 @@ class FencedMemoryService(BaseMemoryService):
         for sid in sessions:
             if not await self._check(app_name, user_id, sid):
                 return
-        await self._write_unforgotten(app_name, user_id, self.inner.entry_rows(app_name, user_id, memories))
+        rows = self.inner.entry_rows(app_name, user_id, memories, custom_metadata)
+        await self._write_unforgotten(app_name, user_id, rows)
 
-    async def search_memory(self, *, app_name: str, user_id: str, query: str) -> SearchMemoryResponse:
-        sk = self._subject(app_name, user_id)
-        if sk is None or await asyncio.to_thread(self._ledger.user_fenced, sk):
-            return SearchMemoryResponse(memories=[])
-        found = await self.inner.search_memory(app_name=app_name, user_id=user_id, query=query)
+    async def _recall(self, app_name: str, user_id: str, found: SearchMemoryResponse) -> SearchMemoryResponse:
         matcher = await asyncio.to_thread(self._matcher, app_name, user_id, STRENGTHS)
         if matcher is None:
             return found
@@ -318,6 +380,23 @@ class FencedMemoryService(BaseMemoryService):
         with self._lock:
             self.hidden_on_read += len(found.memories) - len(kept)
         return SearchMemoryResponse(memories=kept)
+
+    async def _readable(self, app_name: str, user_id: str) -> bool:
+        sk = self._subject(app_name, user_id)
+        return sk is not None and not await asyncio.to_thread(self._ledger.user_fenced, sk)
+
+    async def search_memory(self, *, app_name: str, user_id: str, query: str) -> SearchMemoryResponse:
+        if not await self._readable(app_name, user_id):
+            return SearchMemoryResponse(memories=[])
+        found = await self.inner.search_memory(app_name=app_name, user_id=user_id, query=query)
+        return await self._recall(app_name, user_id, found)
+
+    async def preload_memory(self, *, app_name: str, user_id: str, query: str) -> SearchMemoryResponse:
+        """What may be put in front of the model unasked: settled rows above the preload threshold."""
+        if not await self._readable(app_name, user_id):
+            return SearchMemoryResponse(memories=[])
+        found = await self.inner.preload_memory(app_name=app_name, user_id=user_id, query=query)
+        return await self._recall(app_name, user_id, found)
 
     async def delete_memory(self, *, app_name: str, user_id: str, memory_id: str | None = None) -> None:
         await self.inner.delete_memory(app_name=app_name, user_id=user_id, memory_id=memory_id)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -15,8 +15,11 @@ from stores.aws_clients import AwsEndpoints, kms_client, s3_client
 from stores.forget_requests import ForgetRequestStore
 from stores.forgetting import ForgetLedger
 from stores.keys import DataKeyStore
+from stores.lifecycle_journal import LifecycleJournal
 from stores.logs import LogArchive
 from stores.memory import MemoryEraser, MemoryStore
+from stores.memory_lifecycle import Caps
+from stores.memory_states import MemoryStates
 from stores.requests import RequestStore
 from stores.sessions import SessionStore
 from stores.tombstones import TombstoneLedger
@@ -53,6 +56,9 @@ class PlatformConfig:
     webhook_secret: bytes = b""
     smtp_url: str | None = None  # the data subject's notice on completion; None: not sent
     mail_from: str = "privacy@localhost"
+    memory_caps: Caps = field(default_factory=Caps)  # per-user caps the memory service enforces by eviction
+    #: (purpose, retention class) of memories ingested from sessions: the platform names why it keeps them
+    session_capture: tuple[str, str] = ("conversation_recall", "conversation")
 
 
 class Platform:
@@ -126,10 +132,35 @@ class Platform:
     @cached_property
     def memory_service(self) -> FencedMemoryService:
         """The fenced ADK memory service (needs google-adk; the worker never uses it)."""
-        from stores.memory_service import FencedMemoryService, PostgresMemoryService
+        from stores.memory_service import FencedMemoryService, PostgresMemoryService, SessionCapture
+        from stores.memory_upkeep import MemoryUpkeep
 
-        inner = PostgresMemoryService(self.memory_store, self.config.subject_secret)
-        return FencedMemoryService(inner, self.ledger, self.config.subject_secret, self.forgetting)
+        purpose, retention = self.config.session_capture
+        inner = PostgresMemoryService(
+            self.memory_store, self.config.subject_secret, capture=SessionCapture(purpose, retention)
+        )
+        upkeep = MemoryUpkeep(
+            self.memory_store, self.memory_states, self.config.memory_caps, self.lifecycle_journal, self._cache
+        )
+        return FencedMemoryService(inner, self.ledger, self.config.subject_secret, self.forgetting, upkeep)
+
+    def _cache(self) -> ResponseCache | None:
+        """The response cache when the platform has one."""
+        from stores.adapters.interface import AdapterNotConfigured
+
+        try:
+            return self.response_cache
+        except AdapterNotConfigured:
+            return None
+
+    @cached_property
+    def memory_states(self) -> MemoryStates:
+        return MemoryStates(self.pool)
+
+    @cached_property
+    def lifecycle_journal(self) -> LifecycleJournal:
+        """Transitions that retire memory content, kept in the receipts bucket (outside the database)."""
+        return LifecycleJournal(self.s3, self.config.receipt_bucket)
 
     @cached_property
     def forget_requests(self) -> ForgetRequestStore:

@@ -187,7 +187,12 @@ async def seed_user(
                 )
                 for _ in range(size.facts)
             ]
-            await platform.memory_service.add_memory(app_name=app_name, user_id=user_id, memories=facts)
+            await platform.memory_service.add_memory(
+                app_name=app_name,
+                user_id=user_id,
+                memories=facts,
+                custom_metadata={"purpose": "personalisation", "retention": "preference"},
+            )
         seed.memory_ids = [row_id for row_id, _ in platform.memory_store.rows_of(app_name, user_id)]
     finally:
         if service is not adk:

@@ -413,12 +413,16 @@ def _codec_server(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _replay_tombstones(_args: argparse.Namespace, settings: Settings) -> int:
+    from stores.lifecycle_replay import replay_lifecycle
     from stores.restore import replay_tombstones
 
     with _platform(settings) as platform:
         entries, totals = replay_tombstones(platform)
+        transitions, lifecycle = replay_lifecycle(platform)
     removed = ", ".join(f"{k}={v}" for k, v in sorted(totals.items()) if v) or "nothing to remove"
     print(f"replayed {entries} erasures from the tombstone journal: {removed}")
+    changed = ", ".join(f"{k}={v}" for k, v in sorted(lifecycle.items()) if v) or "nothing to change"
+    print(f"replayed {transitions} memory lifecycle transitions (forgets, expiries, evictions, corrections): {changed}")
     return 0
 
 
@@ -535,7 +539,8 @@ def register(sub: Any) -> None:
     demo.set_defaults(handler=_demo)
 
     sub.add_parser(
-        "replay-tombstones", help="after restoring a backup: re-apply every erasure before data goes live"
+        "replay-tombstones",
+        help="after restoring a backup: re-apply every erasure and memory lifecycle transition before data goes live",
     ).set_defaults(handler=_replay_tombstones)
 
     sc = sub.add_parser("schedule", help="manage the scheduled late-writer sweep")

@@ -208,6 +208,24 @@ class Settings(BaseSettings):
         "see the same files the platform writes). Empty: <state dir>/chroma in local mode when chromadb is "
         "installed, none in production; 'none': no Chroma backend.",
     )
+    memory_max_records: int = Field(
+        default=500, ge=1, description="Per-user cap on memory rows; the memory service evicts above it."
+    )
+    memory_max_tokens: int = Field(
+        default=40_000,
+        ge=1,
+        description="Per-user cap on remembered words (tokens); the memory service evicts above it.",
+    )
+    memory_session_purpose: str = Field(
+        default="conversation_recall",
+        description="The purpose the platform names for memories ingested from sessions (a write without a purpose "
+        "is refused).",
+    )
+    memory_session_retention: str = Field(
+        default="conversation",
+        description="The retention class of memories ingested from sessions (one of "
+        "stores.memory_lifecycle.RETENTION_CLASSES).",
+    )
     oidc_issuer: str = Field(
         default="",
         description="OIDC issuer URL of the identity provider the console trusts (its discovery document and JWKS "
@@ -303,6 +321,11 @@ class Settings(BaseSettings):
     sweep_interval_minutes: int = Field(default=60, ge=1, description="How often the scheduled late-writer sweep runs.")
     sweep_lookback_hours: int = Field(
         default=720, ge=1, description="The sweep checks every subject erased within this many hours."
+    )
+    expiry_interval_minutes: int = Field(
+        default=60,
+        ge=1,
+        description="How often the scheduled retention-expiry sweep forgets memory rows whose retention ended.",
     )
     chaos_pause_ms: int = Field(
         default=0,
@@ -542,6 +565,10 @@ class Settings(BaseSettings):
     @property
     def sweep_lookback(self) -> int:
         return self.sweep_lookback_hours
+
+    @property
+    def expiry_interval(self) -> int:
+        return self.expiry_interval_minutes
 
     @property
     def chaos_pause_seconds(self) -> float:

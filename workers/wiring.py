@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from stores.aws_clients import AwsEndpoints
+from stores.memory_lifecycle import Caps
 from stores.platform import Platform, PlatformConfig
 from workers.errors import ConfigError
 from workers.local_secrets import Secrets, load_secrets
@@ -57,6 +58,8 @@ def platform_config(settings: Settings, secrets: Secrets | None = None, **overri
         webhook_secret=settings.webhook_secret.get_secret_value().encode(),
         smtp_url=settings.smtp_url.get_secret_value() or None,
         mail_from=settings.mail_from,
+        memory_caps=Caps(settings.memory_max_records, settings.memory_max_tokens),
+        session_capture=(settings.memory_session_purpose, settings.memory_session_retention),
     )
     if overrides:
         config = replace(config, **overrides)  # type: ignore[arg-type]

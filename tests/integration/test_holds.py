@@ -42,6 +42,8 @@ from workers.service import progress, signal_hold_change
 from workers.worker import activity_objects, build_worker
 from workflows.contracts import StepInput, StepResult, activity_label
 
+PURPOSE: dict[str, object] = {"purpose": "test_recall"}  # every memory write names why it is kept
+
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 
@@ -258,7 +260,9 @@ async def test_a_failed_saga_lifts_the_fence_and_says_so(saga: SagaHarness, temp
         # stores run side by side, so count the rows the write adds)
         rows_before = len(saga.platform.memory_store.rows_of(app, target))
         entry = MemoryEntry(content=types.Content(role="user", parts=[types.Part(text="remember me again")]))
-        await saga.platform.memory_service.add_memory(app_name=app, user_id=target, memories=[entry])
+        await saga.platform.memory_service.add_memory(
+            app_name=app, user_id=target, memories=[entry], custom_metadata=PURPOSE
+        )
         assert len(saga.platform.memory_store.rows_of(app, target)) == rows_before + 1
         code, out, err = await cli(h, temporal_env.client.service_client.config.target_host, "status", filed.request_id)
     assert code == 0, out + err
@@ -273,7 +277,11 @@ async def test_a_user_returning_right_after_completion_keeps_a_completed_receipt
 
     def returning_user_writes(_inp: StepInput) -> None:
         entry = MemoryEntry(content=types.Content(role="user", parts=[types.Part(text="I am back, hello")]))
-        asyncio.run(saga.platform.memory_service.add_memory(app_name=app, user_id=target, memories=[entry]))
+        asyncio.run(
+            saga.platform.memory_service.add_memory(
+                app_name=app, user_id=target, memories=[entry], custom_metadata=PURPOSE
+            )
+        )
 
     async with worker_with(saga, replacing(FenceActivities, "lift_fence", "lift_fence", returning_user_writes)) as h:
         result = await h.erase(app, target)

@@ -25,6 +25,8 @@ from tests.saga_harness import SagaHarness
 from tests.untouched import assert_untouched
 from workers.service import Filed, RequestRefused, file_request, progress
 
+PURPOSE: dict[str, object] = {"purpose": "test_recall"}  # every memory write names why it is kept
+
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
 
@@ -80,7 +82,9 @@ async def test_many_concurrent_late_writers(saga: SagaHarness) -> None:
         nonlocal service_attempts
         while not stop.is_set():
             entry = MemoryEntry(content=types.Content(role="user", parts=[types.Part(text=f"service write {n}")]))
-            await saga.platform.memory_service.add_memory(app_name=app, user_id=target, memories=[entry])
+            await saga.platform.memory_service.add_memory(
+                app_name=app, user_id=target, memories=[entry], custom_metadata=PURPOSE
+            )
             service_attempts += 1
             await asyncio.sleep(0.02)
 

@@ -23,6 +23,8 @@ from stores.restore import replay_tombstones
 from stores.seeder import user_ids
 from tests.saga_harness import SagaHarness
 
+PURPOSE: dict[str, object] = {"purpose": "test_recall"}  # every memory write names why it is kept
+
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
 TABLES = ["sessions", "events", "user_states", "memories", "log_segments", "log_subject_index", "data_keys"]
@@ -61,7 +63,7 @@ async def test_replaying_tombstones_after_a_restore(saga: SagaHarness, tmp_path:
     result = await saga.erase(app, erased)
     assert result.status == "completed"
     new = MemoryEntry(content=types.Content(role="user", parts=[types.Part(text="back again, my new plan")]))
-    await platform.memory_service.add_memory(app_name=app, user_id=erased, memories=[new])
+    await platform.memory_service.add_memory(app_name=app, user_id=erased, memories=[new], custom_metadata=PURPOSE)
     adk = platform.adk_session_service()
     try:
         await adk.create_session(app_name=app, user_id=erased, session_id="after-return")

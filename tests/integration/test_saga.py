@@ -15,6 +15,8 @@ from tests.saga_harness import SagaHarness
 from tests.untouched import assert_untouched
 from workflows.contracts import activity_label
 
+PURPOSE: dict[str, object] = {"purpose": "test_recall"}  # every memory write names why it is kept
+
 HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -131,7 +133,7 @@ async def test_late_writers_are_refused_or_swept(saga: SagaHarness) -> None:
     svc = saga.platform.memory_service
     refused = svc.refused["user_fenced"]
     late = MemoryEntry(content=types.Content(role="user", parts=[types.Part(text="late fact via the service")]))
-    await svc.add_memory(app_name=app, user_id=target, memories=[late])
+    await svc.add_memory(app_name=app, user_id=target, memories=[late], custom_metadata=PURPOSE)
     assert svc.refused["user_fenced"] == refused + 1
     assert saga.platform.memory_store.rows_of(app, target) == []
 

@@ -19,6 +19,8 @@ from stores.seeder import SeedReport, seed_platform, user_ids
 from tests.adapter_wrap import open_request
 from tests.untouched import assert_untouched
 
+PURPOSE: dict[str, object] = {"purpose": "test_recall"}  # every memory write names why it is kept
+
 pytestmark = pytest.mark.integration
 
 
@@ -202,7 +204,7 @@ def test_fence_refuses_writes_and_searches_while_tombstoned(platform: Platform) 
     rows_before = len(platform.memory_store.rows_of(app, user))
     platform.ledger.fence_user(sk, app, "req-fence")
     refused_before = dict(svc.refused)
-    asyncio.run(svc.add_memory(app_name=app, user_id=user, memories=entry))
+    asyncio.run(svc.add_memory(app_name=app, user_id=user, memories=entry, custom_metadata=PURPOSE))
     asyncio.run(svc.add_session_to_memory(copy))
     assert asyncio.run(svc.search_memory(app_name=app, user_id=user, query="inhaler")).memories == []
     assert asyncio.run(svc.search_memory(app_name=app, user_id=other, query="inhaler")).memories  # others unaffected
@@ -217,7 +219,7 @@ def test_fence_refuses_writes_and_searches_while_tombstoned(platform: Platform) 
     assert svc.refused["session_tombstoned"] == refused_before["session_tombstoned"] + 1
     assert platform.memory_store.rows_of(app, user) == []
     # a returning user may build new memories
-    asyncio.run(svc.add_memory(app_name=app, user_id=user, memories=entry))
+    asyncio.run(svc.add_memory(app_name=app, user_id=user, memories=entry, custom_metadata=PURPOSE))
     assert len(platform.memory_store.rows_of(app, user)) == 1
     # another user with a session of the same id is not blocked
     assert not platform.ledger.session_erased(subject_key(platform.config.subject_secret, app, other), copy.id)

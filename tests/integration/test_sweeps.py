@@ -25,6 +25,8 @@ from workers import schedule
 from workflows.contracts import SWEEP_WORKFLOW, SweepInput, SweepResult
 from workflows.search_attributes import SWEEP_FINDINGS
 
+PURPOSE: dict[str, object] = {"purpose": "test_recall"}  # every memory write names why it is kept
+
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
 
@@ -86,7 +88,7 @@ async def test_scheduled_sweep_removes_old_bypass_writes_and_keeps_a_returning_u
     finally:
         await adk.db_engine.dispose()
     new = MemoryEntry(content=types.Content(role="user", parts=[types.Part(text="my new preference")]))
-    await saga.platform.memory_service.add_memory(app_name=app, user_id=target, memories=[new])
+    await saga.platform.memory_service.add_memory(app_name=app, user_id=target, memories=[new], custom_metadata=PURPOSE)
     now = datetime.now(UTC) + timedelta(minutes=10)
     saga.platform.logs.ship([LogLine(now.isoformat(), app, target, "info", "new line")], now, shard=8)
 

@@ -45,6 +45,8 @@ from workers.worker import build_worker
 from workflows.contracts import VERIFIER_WORKFLOW, VerifyInput, VerifyResult, workflow_id
 from workflows.erasure import ErasureWorkflow
 
+PURPOSE: dict[str, object] = {"purpose": "test_recall"}  # every memory write names why it is kept
+
 pytestmark = [pytest.mark.integration]
 aio = pytest.mark.asyncio(loop_scope="session")
 
@@ -57,7 +59,10 @@ async def add_sessionless_fact(platform: Platform, app: str, user: str, value: s
     """A fact with no session (ADK ``add_memory``): only ``derived_from`` can lead to its copies."""
     before = {r for r, _ in platform.memory_store.rows_of(app, user)}
     await platform.memory_service.add_memory(
-        app_name=app, user_id=user, memories=[MemoryEntry(content=text(value), custom_metadata={"kind": "fact"})]
+        app_name=app,
+        user_id=user,
+        memories=[MemoryEntry(content=text(value), custom_metadata={"kind": "fact"})],
+        custom_metadata=PURPOSE,
     )
     (fact,) = [r for r, s in platform.memory_store.rows_of(app, user) if r not in before and s is None]
     return fact
@@ -383,7 +388,11 @@ def count_rows(platform: Platform, subject: str) -> int:
 
 
 def write_once(service: FencedMemoryService, app: str, user: str, value: str) -> None:
-    asyncio.run(service.add_memory(app_name=app, user_id=user, memories=[MemoryEntry(content=text(value))]))
+    asyncio.run(
+        service.add_memory(
+            app_name=app, user_id=user, memories=[MemoryEntry(content=text(value))], custom_metadata=PURPOSE
+        )
+    )
 
 
 def test_a_write_checked_before_the_fence_cannot_land_after_it(platform: Platform) -> None:
@@ -507,7 +516,10 @@ async def test_reverifying_a_completed_request_passes_after_the_user_returns(sag
     finally:
         await adk.db_engine.dispose()
     await saga.platform.memory_service.add_memory(
-        app_name=app, user_id=target, memories=[MemoryEntry(content=text("my new city is Porto"))]
+        app_name=app,
+        user_id=target,
+        memories=[MemoryEntry(content=text("my new city is Porto"))],
+        custom_metadata=PURPOSE,
     )
     await saga.platform.artifact_service.save_artifact(
         app_name=app, user_id=target, filename="user:notes.txt", artifact=types.Part(text="new notes")

@@ -1,0 +1,202 @@
+"""State transitions of memory rows: supersede, challenge, evict, find expired rows, and list for an operator.
+
+Every statement is by the subject key index, an id, the provenance indexes or the partial expiry index:
+cost follows the user's rows (or the expired rows), never the table. Transitions that retire content are
+also written to the lifecycle journal (``stores.lifecycle_journal``) by the caller, so a restored backup
+replays them before it goes live.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from psycopg import Connection
+from psycopg_pool import ConnectionPool
+
+from stores.memory import DECAYED_SQL
+from stores.memory_lifecycle import EvictionCandidate
+
+#: rows whose provenance names one of the given ids (one GIN probe per id)
+_DERIVED = "SELECT m.id FROM unnest(%s::uuid[]) AS given(id) JOIN memories m ON m.derived_from @> ARRAY[given.id]"
+
+
+def derived_closure(conn: Connection[tuple[Any, ...]], ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
+    """Every row derived from ``ids`` (transitively, whoever it is filed under), ``ids`` excluded."""
+    seen, frontier, derived = set(ids), list(ids), []
+    while frontier:
+        found = [r[0] for r in conn.execute(_DERIVED, (frontier,)).fetchall() if r[0] not in seen]
+        seen.update(found)
+        derived.extend(found)
+        frontier = found
+    return derived
+
+
+@dataclass(frozen=True)
+class Superseded:
+    ids: list[str]  # the subject's own rows now superseded
+    derived_ids: list[str]  # summaries and other rows derived from them, retired with them
+
+
+@dataclass(frozen=True)
+class Usage:
+    records: int
+    tokens: int
+
+
+@dataclass(frozen=True)
+class ExpiredRow:
+    subject_key: str
+    app_name: str
+    id: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class HeldMemory:
+    """One row as an operator sees it (``erasure memory show``)."""
+
+    id: str
+    tier: str
+    kind: str
+    text: str | None  # None: the user's key is shredded
+    purpose: str
+    retention_class: str
+    expires_at: datetime | None
+    source_kind: str
+    source_ref: str | None
+    source_sessions: list[str]
+    derived_from: list[str]
+    confidence_basis: str
+    confidence_now: float
+    state: str
+    supersedes: list[str]
+    superseded_by: str | None
+    pinned: bool
+    importance: float
+    hits: int
+    created_at: datetime
+    last_accessed_at: datetime | None
+    challenged_by: list[str] = field(default_factory=list)
+    use: str = "none"  # preload, search, review; none: retired or expired (stores.memory_view.use_now)
+    hidden: bool = False  # a live forget tombstone (a suppression) hides it from recall
+
+
+class MemoryStates:
+    def __init__(self, pool: ConnectionPool) -> None:
+        self._pool = pool
+
+    def supersede(self, subject_key: str, old_ids: Sequence[str], new_id: str) -> Superseded:
+        """Mark the subject's live rows ``old_ids`` superseded by ``new_id`` (kept as evidence, linked both
+        ways), and retire the rows derived from them (a summary quoting the old belief stops being recalled).
+        Another user's row is never touched whatever id is given. Idempotent."""
+        ids = [uuid.UUID(i) for i in old_ids]
+        with self._pool.connection() as conn, conn.transaction():
+            own = [
+                r[0]
+                for r in conn.execute(
+                    "UPDATE memories SET state = 'superseded', superseded_by = %s WHERE subject_key = %s "
+                    "AND id = ANY(%s) AND id <> %s AND state IN ('active', 'challenged', 'superseded') RETURNING id",
+                    (uuid.UUID(new_id), subject_key, ids, uuid.UUID(new_id)),
+                ).fetchall()
+            ]
+            derived = [d for d in derived_closure(conn, own) if d != uuid.UUID(new_id)]
+            if derived:
+                conn.execute(
+                    "UPDATE memories SET state = 'superseded' WHERE id = ANY(%s) AND state IN ('active', 'challenged')",
+                    (derived,),
+                )
+            # a challenge the correction settles: its other side becomes active again
+            conn.execute(
+                "UPDATE memories SET state = 'active', challenged_by = '{}' WHERE subject_key = %s "
+                "AND state = 'challenged' AND challenged_by && %s::uuid[]",
+                (subject_key, own),
+            )
+        return Superseded(sorted(str(i) for i in own), sorted(str(i) for i in derived))
+
+    def challenge(self, subject_key: str, old_ids: Sequence[str], by_id: str) -> list[str]:
+        """Mark the subject's active rows ``old_ids`` challenged by ``by_id`` (and ``by_id`` by them), with the
+        rows derived from them: neither side is used as settled fact (no preload) until a correction supersedes
+        one of them, which makes the other side (and what was drawn from it) active again."""
+        ids = [uuid.UUID(i) for i in old_ids]
+        by = uuid.UUID(by_id)
+        with self._pool.connection() as conn, conn.transaction():
+            marked = [
+                r[0]
+                for r in conn.execute(
+                    "UPDATE memories SET state = 'challenged', challenged_by = "
+                    "ARRAY(SELECT DISTINCT c FROM unnest(challenged_by || ARRAY[%s::uuid]) AS c) "
+                    "WHERE subject_key = %s AND id = ANY(%s) AND id <> %s AND state IN ('active', 'challenged') "
+                    "RETURNING id",
+                    (by, subject_key, ids, by),
+                ).fetchall()
+            ]
+            conn.execute(
+                "UPDATE memories SET state = 'challenged', challenged_by = %s WHERE subject_key = %s AND id = %s "
+                "AND state IN ('active', 'challenged')",
+                (marked, subject_key, by),
+            )
+            # a summary drawn from a disputed belief is no more settled than the belief
+            derived = [d for d in derived_closure(conn, marked) if d != by]
+            if derived:
+                conn.execute(
+                    "UPDATE memories SET state = 'challenged', challenged_by = "
+                    "ARRAY(SELECT DISTINCT c FROM unnest(challenged_by || ARRAY[%s::uuid]) AS c) "
+                    "WHERE id = ANY(%s) AND state IN ('active', 'challenged')",
+                    (by, derived),
+                )
+        return sorted(str(i) for i in marked)
+
+    def usage(self, subject_key: str) -> Usage:
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT count(*), coalesce(sum(tokens), 0) FROM memories WHERE subject_key = %s", (subject_key,)
+            ).fetchone()
+        return Usage(int(row[0]), int(row[1])) if row else Usage(0, 0)
+
+    def eviction_candidates(self, subject_key: str) -> list[EvictionCandidate]:
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT id, created_at, last_accessed_at, hits, importance, pinned, tokens, expires_at "
+                "FROM memories WHERE subject_key = %s",
+                (subject_key,),
+            ).fetchall()
+        return [
+            EvictionCandidate(str(r[0]), r[1], r[2], int(r[3]), float(r[4]), bool(r[5]), int(r[6]), r[7]) for r in rows
+        ]
+
+    def evict(self, subject_key: str, ids: Sequence[str]) -> list[str]:
+        """Delete the subject's unpinned rows ``ids`` (the embedding is in the row). Eviction is not erasure:
+        rows derived from them stay, no tombstone is placed, a new copy may be written again."""
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "DELETE FROM memories WHERE subject_key = %s AND id = ANY(%s) AND NOT pinned RETURNING id",
+                (subject_key, [uuid.UUID(i) for i in ids]),
+            ).fetchall()
+        return sorted(str(r[0]) for r in rows)
+
+    def expired(self, now: datetime, limit: int, after: tuple[datetime, str] | None = None) -> list[ExpiredRow]:
+        """Rows whose retention ended by ``now``, in (expiry, id) order after ``after``: the partial expiry
+        index only. Retention wins over a pin (a pin protects from capacity eviction, not past its purpose)."""
+        start_at, start_id = after if after else (datetime.min.replace(tzinfo=now.tzinfo), str(uuid.UUID(int=0)))
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT subject_key, app_name, id, expires_at FROM memories WHERE expires_at IS NOT NULL "
+                "AND expires_at <= %s AND (expires_at, id) > (%s, %s::uuid) ORDER BY expires_at, id LIMIT %s",
+                (now, start_at, start_id, limit),
+            ).fetchall()
+        return [ExpiredRow(r[0], r[1], str(r[2]), r[3]) for r in rows]
+
+    def held(self, subject_key: str) -> list[tuple[Any, ...]]:
+        """Every row of the subject with its lifecycle columns (the operator view decrypts and shapes them)."""
+        with self._pool.connection() as conn:
+            return conn.execute(
+                f"SELECT id, kind, content_sealed, purpose, retention_class, expires_at, source_kind, source_ref, "
+                f"source_sessions, derived_from, confidence_basis, {DECAYED_SQL}, state, supersedes, superseded_by, "
+                f"pinned, importance, hits, created_at, last_accessed_at, challenged_by FROM memories "
+                f"WHERE subject_key = %s ORDER BY created_at, id",
+                (subject_key,),
+            ).fetchall()
