@@ -174,7 +174,7 @@ def resolve(
     words = content_words(about)
     if not words:
         return Preview([], [], [], 0, 0, ["the description names nothing to look for: say what to forget"])
-    found = store.search(app_name, user_id, about, limit=max(limit * 4, 20))
+    found = store.search(app_name, user_id, about, limit=max(limit * 4, 20), everything=True)
     candidates: list[Candidate] = []
     for item in found:
         held = set(tokens(item.text))

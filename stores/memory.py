@@ -241,20 +241,31 @@ class MemoryStore:
         return self._keys.decrypt(sealed, row_id.bytes).decode("utf-8")
 
     def search(
-        self, app_name: str, user_id: str, query: str, limit: int = 10, *, threshold: float = SEARCH_THRESHOLD
+        self,
+        app_name: str,
+        user_id: str,
+        query: str,
+        limit: int = 10,
+        *,
+        threshold: float = SEARCH_THRESHOLD,
+        everything: bool = False,
     ) -> list[FoundMemory]:
         """The user's recallable rows nearest to ``query``: superseded, deleted, expired and decayed rows are
         filtered before ranking (so a retired belief never competes), challenged ones come back flagged.
-        Every row returned counts a hit and its access time (eviction's frequency and recency)."""
+        Every row returned counts a hit and its access time (eviction's frequency and recency).
+
+        ``everything``: every row the user holds, whatever its state or confidence, and no hit counted: what
+        a forget resolves against (a superseded or decayed belief is still the user's data to forget)."""
         vec = vector_literal(self._embedder.embed(query))
+        where = "TRUE" if everything else RECALLABLE_SQL
         with self._pool.connection() as conn:
             rows = conn.execute(
                 f"SELECT id, content_sealed, author, created_at, kind, state, {DECAYED_SQL} FROM memories "
-                f"WHERE app_name = %(app)s AND user_id = %(user)s AND {RECALLABLE_SQL} "
+                f"WHERE app_name = %(app)s AND user_id = %(user)s AND {where} "
                 "ORDER BY embedding <=> %(vec)s::vector LIMIT %(limit)s",
                 {"app": app_name, "user": user_id, "vec": vec, "limit": limit, "threshold": threshold},
             ).fetchall()
-            if rows:
+            if rows and not everything:
                 conn.execute(
                     "UPDATE memories SET hits = hits + 1, last_accessed_at = now() WHERE id = ANY(%s)",
                     ([r[0] for r in rows],),

@@ -27,6 +27,7 @@ from stores.memory_upkeep import MemoryUpkeep
 from stores.platform import Platform
 from tests.forget_fixtures import ingest, make_sessions, recall
 from tests.untouched import assert_untouched as compare
+from workers.forget_service import preview as forget_preview
 
 pytestmark = pytest.mark.integration
 
@@ -221,6 +222,9 @@ def test_contradiction_then_correction_retires_the_old_belief_everywhere(platfor
         untouched()
         entries = [e for e in platform.lifecycle_journal.read_all() if e.subject_key == sk]
         assert [(e.event, e.memory_ids, e.superseded_by) for e in entries] == [("superseded", [veg], fixed)]
+        # a retired belief is still the user's data: "forget that I was vegetarian" resolves to it
+        preview = await asyncio.to_thread(forget_preview, platform, APP, user, "vegetarian")
+        assert veg in [c.memory_id for c in preview.candidates]
 
     asyncio.run(scenario())
 
