@@ -21,6 +21,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from bench import ceiling
+from bench import expiry as expiry_bench
 from bench.counters import CallCounter, group, watch_boto, watch_cache, watch_chroma, watch_sql
 from bench.direct import erase_directly
 from bench.history import counts_by_name, covered, records, step_times
@@ -52,12 +53,15 @@ class Plan:
     background_large: int  # ... large platform
     concurrent: int  # concurrent "small" erasures for throughput
     out_dir: Path
+    expiry_background: int = 5_000  # background memory rows of the expiry figure (then 10x as many)
+    expiry_rows: int = 40  # expired rows the sweep forgets at each size ...
+    expiry_subjects: int = 8  # ... of this many users (one forget each)
 
     @classmethod
     def make(cls, quick: bool, runs: int | None, out_dir: Path, size: str | None = None) -> Plan:
         if quick:
             return cls(True, runs or 1, size or "typical", 10, 30, 20, out_dir)
-        return cls(False, runs or 3, size or "large", 10, 1000, 100, out_dir)
+        return cls(False, runs or 3, size or "large", 10, 1000, 100, out_dir, 50_000, 200, 20)
 
 
 @dataclass
@@ -254,6 +258,33 @@ class Bench:
             self.figures.add("throughput_share", ratio(per_min, ceiling_per_min))
             self.figures.add("small_calls_kms", batch["kms_calls"] / n)
 
+    async def expiry(self) -> None:
+        """Figure 6: the expiry sweep's cost per expired row at ``expiry_background`` and 10x as many rows."""
+        plan, have = self.plan, 0
+        costs: dict[str, list[expiry_bench.SweepCost]] = {"small": [], "large": []}
+        for label, rows in (("small", plan.expiry_background), ("large", plan.expiry_background * 10)):
+            started = time.monotonic()
+            have = await asyncio.to_thread(expiry_bench.grow_background, self.platform, APP, have, rows)
+            say(f"  background memory rows: {have:,} ({time.monotonic() - started:.1f}s to write)")
+            for run in range(plan.runs):
+                ids = await asyncio.to_thread(
+                    expiry_bench.write_expired, self.platform, APP, plan.expiry_rows, plan.expiry_subjects
+                )
+                cost = await expiry_bench.sweep_cost(
+                    self.client, self.settings.task_queue, self.platform, self.counter, have, ids
+                )
+                say(
+                    f"  [expiry run {run + 1}, {have:,} rows] {cost.expired} expired rows in {cost.seconds:.2f}s "
+                    f"({cost.seconds_per_row * 1000:.1f} ms/row, {cost.statements_per_row:.1f} SQL/row; "
+                    f"{cost.counts.completed} forgets completed)"
+                )
+                self.figures.add(f"expiry_ms_per_row_{label}", cost.seconds_per_row * 1000)
+                self.figures.add(f"expiry_sql_per_row_{label}", cost.statements_per_row)
+                costs[label].append(cost)
+        for a, b in zip(costs["small"], costs["large"], strict=True):
+            self.figures.add("expiry_apart", expiry_bench.apart(a.seconds_per_row, b.seconds_per_row))
+        self.figures.notes["expiry_runs"] = [dataclasses.asdict(c) for c in costs["small"] + costs["large"]]
+
 
 def _kms_target() -> Target:
     return Target(2)
@@ -307,6 +338,12 @@ def rows(f: Figures, plan: Plan) -> list[Row]:
     add("5 cache commands / erasure", "calls_cache_commands_small")
     add("5 direct: cache commands", "direct_calls_cache_commands_small")
     add("5 Chroma opens / erasure", "calls_chroma_opens_small")
+    small, large = plan.expiry_background, plan.expiry_background * 10
+    add(f"6 expiry sweep per expired row, {small:,} rows", "expiry_ms_per_row_small", "ms")
+    add(f"6 expiry sweep per expired row, {large:,} rows", "expiry_ms_per_row_large", "ms")
+    add(f"6 expiry cost per row, {large:,} vs {small:,} apart", "expiry_apart", "x", Target(1.2))
+    add(f"6 expiry SQL statements / expired row, {small:,}", "expiry_sql_per_row_small")
+    add(f"6 expiry SQL statements / expired row, {large:,}", "expiry_sql_per_row_large")
     return out
 
 
@@ -362,6 +399,8 @@ async def measure(plan: Plan, settings: Settings) -> tuple[Figures, Erasure | No
                 bench.figures.notes["steps_seconds_large_platform"] = [[n, round(s, 4)] for n, s in large[0].steps]
             say(f"phase 3: throughput, {plan.concurrent} concurrent small users, and the ceiling")
             await bench.throughput(seeder, ceiling_queue)
+            say(f"phase 4: expiry sweep cost per expired row, {plan.expiry_rows} expired rows at two table sizes")
+            await bench.expiry()
     finally:
         seeder.close()
         platform.close()

@@ -432,8 +432,10 @@ def _schedule(args: argparse.Namespace, settings: Settings) -> int:
 
     async def main() -> int:
         client = await connect(settings)
+        chosen = schedule.EXPIRY_SCHEDULE_ID if args.sweep == "expiry" else schedule.SCHEDULE_ID
         if args.schedule_command == "install":
-            print(f"schedule {schedule.SCHEDULE_ID}: {await schedule.install(client, settings)}")
+            outcome = await schedule.install(client, settings)
+            print(f"schedules {schedule.SCHEDULE_ID}, {schedule.EXPIRY_SCHEDULE_ID}: {outcome}")
         elif args.schedule_command == "list":
             views = await schedule.list_schedules(client)
             for v in views:
@@ -442,14 +444,14 @@ def _schedule(args: argparse.Namespace, settings: Settings) -> int:
             if not views:
                 print("no schedules (run 'erasure schedule install')")
         elif args.schedule_command == "pause":
-            await schedule.pause(client)
-            print(f"schedule {schedule.SCHEDULE_ID}: paused")
+            await schedule.pause(client, schedule_id=chosen)
+            print(f"schedule {chosen}: paused")
         elif args.schedule_command == "resume":
-            await schedule.resume(client)
-            print(f"schedule {schedule.SCHEDULE_ID}: resumed")
+            await schedule.resume(client, schedule_id=chosen)
+            print(f"schedule {chosen}: resumed")
         else:
-            await schedule.trigger(client)
-            print(f"schedule {schedule.SCHEDULE_ID}: triggered (skipped if a sweep is still running)")
+            await schedule.trigger(client, schedule_id=chosen)
+            print(f"schedule {chosen}: triggered (skipped if a sweep is still running)")
         return 0
 
     return asyncio.run(main())
@@ -543,8 +545,14 @@ def register(sub: Any) -> None:
         help="after restoring a backup: re-apply every erasure and memory lifecycle transition before data goes live",
     ).set_defaults(handler=_replay_tombstones)
 
-    sc = sub.add_parser("schedule", help="manage the scheduled late-writer sweep")
+    sc = sub.add_parser("schedule", help="manage the scheduled sweeps (late writers, retention expiry)")
     sc.add_argument("schedule_command", choices=["install", "list", "pause", "resume", "trigger"])
+    sc.add_argument(
+        "--sweep",
+        choices=["late-writer", "expiry"],
+        default="late-writer",
+        help="which schedule pause/resume/trigger act on (install and list cover both)",
+    )
     sc.set_defaults(handler=_schedule)
 
     sv = sub.add_parser("serve", help="serve the compliance API (OIDC or API-token authentication, roles, approval)")

@@ -1,4 +1,5 @@
-"""The Temporal Schedule of the late-writer sweep: install (idempotent), list, pause, resume, trigger."""
+"""The Temporal Schedules of the late-writer sweep and the retention-expiry sweep: install (idempotent), list,
+pause, resume, trigger."""
 
 from __future__ import annotations
 
@@ -21,8 +22,10 @@ from temporalio.client import (
 
 from workers.settings import Settings
 from workflows.contracts import SWEEP_WORKFLOW, SweepInput
+from workflows.expiry_contracts import EXPIRY_RUN_ID, EXPIRY_WORKFLOW, ExpiryInput
 
 SCHEDULE_ID = "late-writer-sweep"
+EXPIRY_SCHEDULE_ID = "retention-expiry-sweep"
 
 
 def sweep_schedule(settings: Settings) -> Schedule:
@@ -40,10 +43,32 @@ def sweep_schedule(settings: Settings) -> Schedule:
     )
 
 
+def expiry_schedule(settings: Settings) -> Schedule:
+    return Schedule(
+        action=ScheduleActionStartWorkflow(
+            EXPIRY_WORKFLOW,
+            ExpiryInput(),
+            id=EXPIRY_RUN_ID,
+            task_queue=settings.task_queue,
+        ),
+        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=timedelta(minutes=settings.expiry_interval))]),
+        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
+        state=ScheduleState(note="retention expiry: forget memory rows whose retention ended"),
+    )
+
+
 async def install(client: Client, settings: Settings) -> str:
-    schedule = sweep_schedule(settings)
+    """Install (or update) both sweeps' schedules; ``created`` when either was new, else ``updated``."""
+    outcomes = [
+        await _install(client, SCHEDULE_ID, sweep_schedule(settings)),
+        await _install(client, EXPIRY_SCHEDULE_ID, expiry_schedule(settings)),
+    ]
+    return "created" if "created" in outcomes else "updated"
+
+
+async def _install(client: Client, schedule_id: str, schedule: Schedule) -> str:
     try:
-        await client.create_schedule(SCHEDULE_ID, schedule)
+        await client.create_schedule(schedule_id, schedule)
         return "created"
     except ScheduleAlreadyRunningError:
 
@@ -51,7 +76,7 @@ async def install(client: Client, settings: Settings) -> str:
             schedule.state = current.description.schedule.state  # keep paused/unpaused as the operator left it
             return ScheduleUpdate(schedule=schedule)
 
-        await client.get_schedule_handle(SCHEDULE_ID).update(update)
+        await client.get_schedule_handle(schedule_id).update(update)
         return "updated"
 
 
@@ -84,13 +109,13 @@ async def list_schedules(client: Client) -> list[ScheduleView]:
     return views
 
 
-async def pause(client: Client, note: str = "paused by operator") -> None:
-    await client.get_schedule_handle(SCHEDULE_ID).pause(note=note)
+async def pause(client: Client, note: str = "paused by operator", schedule_id: str = SCHEDULE_ID) -> None:
+    await client.get_schedule_handle(schedule_id).pause(note=note)
 
 
-async def resume(client: Client, note: str = "resumed by operator") -> None:
-    await client.get_schedule_handle(SCHEDULE_ID).unpause(note=note)
+async def resume(client: Client, note: str = "resumed by operator", schedule_id: str = SCHEDULE_ID) -> None:
+    await client.get_schedule_handle(schedule_id).unpause(note=note)
 
 
-async def trigger(client: Client) -> None:
-    await client.get_schedule_handle(SCHEDULE_ID).trigger(overlap=ScheduleOverlapPolicy.SKIP)
+async def trigger(client: Client, schedule_id: str = SCHEDULE_ID) -> None:
+    await client.get_schedule_handle(schedule_id).trigger(overlap=ScheduleOverlapPolicy.SKIP)

@@ -28,6 +28,7 @@ from temporalio.worker import (
 
 from activities import support
 from activities.artifacts import ArtifactActivities
+from activities.expiry import ExpiryActivities
 from activities.fence import FenceActivities
 from activities.forget import ForgetActivities
 from activities.keys import KeyActivities
@@ -46,6 +47,7 @@ from verifier.receipt_activity import ReceiptActivities
 from verifier.workflow import VerifierWorkflow
 from workers.logging_setup import get_logger
 from workflows.erasure import ErasureWorkflow
+from workflows.expiry import ExpirySweepWorkflow
 from workflows.forget import ForgetWorkflow
 from workflows.sweep import LateWriterSweepWorkflow
 
@@ -100,6 +102,7 @@ def activity_objects(platform: Platform, signing_seed: bytes, adapters: AdapterR
         ReceiptActivities(platform, signing_seed),
         NotifyActivities(platform),
         ForgetActivities(platform, signing_seed),
+        ExpiryActivities(platform),
     ]
 
 
@@ -109,7 +112,7 @@ def activity_functions(objects: Sequence[Any]) -> list[Any]:
 
 
 def workflows() -> list[type]:
-    return [ErasureWorkflow, VerifierWorkflow, LateWriterSweepWorkflow, ForgetWorkflow]
+    return [ErasureWorkflow, VerifierWorkflow, LateWriterSweepWorkflow, ForgetWorkflow, ExpirySweepWorkflow]
 
 
 def build_worker(

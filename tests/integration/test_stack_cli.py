@@ -61,6 +61,7 @@ def test_stack_up_status_down(tmp_path: Path) -> None:
         schedules = run(env, "schedule", "list")
         assert schedules.returncode == 0, schedules.stderr
         assert "late-writer-sweep  active  every 1:00:00" in schedules.stdout
+        assert "retention-expiry-sweep  active  every 1:00:00" in schedules.stdout
 
         second = run(env, "stack", "up")
         assert second.returncode == 0, second.stderr

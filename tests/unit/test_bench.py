@@ -11,9 +11,12 @@ import pytest
 
 from bench.ceiling import ACTIVITIES_PER_RUN
 from bench.counters import CallCounter, group
+from bench.expiry import SweepCost, apart
 from bench.history import Record, counts_by_name, covered, step_times
 from bench.png import SIGNATURE, Canvas, bar_chart, encode_png
+from bench.run import Figures, Plan, rows
 from bench.stats import Row, Target, format_table, ratio, summarize
+from workflows.expiry_contracts import ExpiryCounts
 
 
 def _chunks(png: bytes) -> list[tuple[bytes, bytes]]:
@@ -145,3 +148,22 @@ def test_bar_chart_is_a_valid_png() -> None:
     assert height > 3 * 22
     raw = zlib.decompress(chunks[1][1])
     assert len(raw) == height * (1 + width * 3)
+
+
+def test_expiry_figure_costs_per_row_and_how_far_apart() -> None:
+    cost = SweepCost(background=10_000, expired=40, seconds=2.0, sql_statements=400, counts=ExpiryCounts())
+    assert cost.seconds_per_row == 0.05
+    assert cost.statements_per_row == 10.0
+    assert apart(0.05, 0.055) == pytest.approx(1.1)
+    assert apart(0.055, 0.05) == pytest.approx(1.1)
+    assert apart(0.0, 1.0) == float("inf")
+    f = Figures()
+    f.add("expiry_ms_per_row_small", 50.0)
+    f.add("expiry_ms_per_row_large", 56.0)
+    f.add("expiry_apart", 1.12)
+    table = rows(f, Plan.make(True, None, Path("out")))
+    by_name = {r.name: r for r in table}
+    row = by_name["6 expiry cost per row, 50,000 vs 5,000 apart"]
+    assert row.verdict == "PASS"
+    assert row.as_dict()["target"] == "<= 1.200x"
+    assert by_name["6 expiry sweep per expired row, 5,000 rows"].summary.median == 50.0

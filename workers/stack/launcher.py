@@ -85,7 +85,7 @@ def setup(settings: Settings, echo: Echo) -> None:
     echo(f"  buckets: {', '.join(bucket_plan(settings))}")
     echo(f"  kms key: {resolve_kms_key_id(settings)}")
     asyncio.run(_register_search_attributes(settings))
-    echo(f"  schedule: late-writer sweep {asyncio.run(_install_schedule(settings))}")
+    echo(f"  schedules: late-writer sweep, retention expiry {asyncio.run(_install_schedule(settings))}")
 
 
 async def _install_schedule(settings: Settings) -> str:
