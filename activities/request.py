@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -13,7 +12,9 @@ from temporalio import activity
 
 from activities.support import PlatformActivities, count, translate_errors
 from stores import tombstone_journal as journal
+from stores.adk_seal import RowSealer
 from stores.embedding import tokens
+from stores.errors import CiphertextInvalid, DataKeyShredded
 from stores.identity import session_ref, token_digest
 from stores.presence import presence
 from stores.redaction import sensitive
@@ -52,16 +53,19 @@ _COMMON = frozenset(
 
 
 def _event_texts(platform: Any, app_name: str, user_id: str, limit: int = 200) -> list[str]:
+    """Texts of the user's events (sealed under the user's data key: opened here; one that does not open,
+    its key gone, holds nothing readable to take canaries from)."""
     with platform.pool.connection() as conn:
         rows = conn.execute(
-            "SELECT event_data::text FROM events WHERE app_name = %s AND user_id = %s LIMIT %s",
+            "SELECT session_id, id, event_data FROM events WHERE app_name = %s AND user_id = %s LIMIT %s",
             (app_name, user_id, limit),
         ).fetchall()
+    opener = RowSealer(platform.keys, platform.config.subject_secret)
     texts: list[str] = []
-    for (raw,) in rows:
+    for session_id, event_id, stored in rows:
         try:
-            data = json.loads(raw) if raw else {}
-        except ValueError:
+            data = opener.open_event(app_name, user_id, session_id, event_id, stored) if stored else {}
+        except (DataKeyShredded, CiphertextInvalid):
             continue
         for part in (data.get("content") or {}).get("parts") or []:
             if isinstance(part, dict) and part.get("text"):

@@ -22,6 +22,7 @@ from temporalio.worker import Worker
 
 from bench import ceiling
 from bench import expiry as expiry_bench
+from bench import sealing as sealing_bench
 from bench.counters import CallCounter, group, watch_boto, watch_cache, watch_chroma, watch_sql
 from bench.direct import erase_directly
 from bench.history import counts_by_name, covered, records, step_times
@@ -56,12 +57,13 @@ class Plan:
     expiry_background: int = 5_000  # background memory rows of the expiry figure (then 10x as many)
     expiry_rows: int = 40  # expired rows the sweep forgets at each size ...
     expiry_subjects: int = 8  # ... of this many users (one forget each)
+    search_rows: int = 2_000  # memory rows of the user whose search is timed sealed vs plain (figure 7)
 
     @classmethod
     def make(cls, quick: bool, runs: int | None, out_dir: Path, size: str | None = None) -> Plan:
         if quick:
             return cls(True, runs or 1, size or "typical", 10, 30, 20, out_dir)
-        return cls(False, runs or 3, size or "large", 10, 1000, 100, out_dir, 50_000, 200, 20)
+        return cls(False, runs or 3, size or "large", 10, 1000, 100, out_dir, 50_000, 200, 20, 13_000)
 
 
 @dataclass
@@ -285,6 +287,14 @@ class Bench:
             self.figures.add("expiry_apart", expiry_bench.apart(a.seconds_per_row, b.seconds_per_row))
         self.figures.notes["expiry_runs"] = [dataclasses.asdict(c) for c in costs["small"] + costs["large"]]
 
+    async def sealing(self) -> None:
+        """Figure 7: a memory search over sealed embeddings against plain pgvector, same words, same queries."""
+        cost = await asyncio.to_thread(sealing_bench.search_cost, self.platform, APP, self.plan.search_rows)
+        say(f"  [search, {cost.rows:,} rows] sealed {cost.sealed_ms:.1f} ms, plain {cost.plain_ms:.1f} ms")
+        self.figures.add("search_sealed_ms", cost.sealed_ms)
+        self.figures.add("search_plain_ms", cost.plain_ms)
+        self.figures.add("search_sealed_ratio", cost.ratio)
+
 
 def _kms_target() -> Target:
     return Target(2)
@@ -344,6 +354,9 @@ def rows(f: Figures, plan: Plan) -> list[Row]:
     add(f"6 expiry cost per row, {large:,} vs {small:,} apart", "expiry_apart", "x", Target(1.2))
     add(f"6 expiry SQL statements / expired row, {small:,}", "expiry_sql_per_row_small")
     add(f"6 expiry SQL statements / expired row, {large:,}", "expiry_sql_per_row_large")
+    add(f"7 memory search, {plan.search_rows:,} rows, sealed embeddings", "search_sealed_ms", "ms")
+    add(f"7 memory search, {plan.search_rows:,} rows, plain pgvector", "search_plain_ms", "ms")
+    add("7 memory search sealed / plain", "search_sealed_ratio", "x")
     return out
 
 
@@ -401,6 +414,8 @@ async def measure(plan: Plan, settings: Settings) -> tuple[Figures, Erasure | No
             await bench.throughput(seeder, ceiling_queue)
             say(f"phase 4: expiry sweep cost per expired row, {plan.expiry_rows} expired rows at two table sizes")
             await bench.expiry()
+            say(f"phase 5: sealing on the hot paths: memory search over {plan.search_rows:,} rows, sealed vs plain")
+            await bench.sealing()
     finally:
         seeder.close()
         platform.close()

@@ -40,8 +40,13 @@ def key_id_of(blob: bytes) -> uuid.UUID:
 def open_sealed(key: DataKey, blob: bytes, context: bytes = b"") -> bytes:
     if key_id_of(blob) != key.key_id:
         raise CiphertextInvalid("ciphertext belongs to another data key")
+    return open_with(AESGCM(key.material), blob, context)
+
+
+def open_with(cipher: AESGCM, blob: bytes, context: bytes = b"") -> bytes:
+    """Open ``blob`` with a cipher already built from its data key (the caller matched the key id)."""
     header, body = blob[:_HEADER], blob[_HEADER:]
     try:
-        return AESGCM(key.material).decrypt(header[-12:], body, header + context)
+        return cipher.decrypt(header[-12:], body, header + context)
     except InvalidTag:
         raise CiphertextInvalid("ciphertext failed authentication") from None

@@ -7,17 +7,21 @@ so what the agent would surface is exactly what is offered for forgetting. It al
 (they go with them), and how many items of other users hold the same words (never touched: forgetting
 acts on one user's items only). Nothing is changed; the caller shows the preview and acts on the ids
 the person confirms. The candidates' texts go to the person who owns them, never to logs or Temporal.
+``user:`` state values are sealed under the user's data key (``stores.adk_seal``): they are opened here.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from psycopg_pool import ConnectionPool
 
+from stores.adk_seal import RowSealer
 from stores.embedding import tokens
 from stores.forgetting import MAX_SPAN_WORDS, TombstoneMatcher
 from stores.identity import subject_key, token_digest
+from stores.keys import DataKeyStore
 from stores.memory import MemoryStore
 
 #: words that say how to ask, not what about: never the reason an item is offered
@@ -170,6 +174,7 @@ def resolve(
     *,
     limit: int = 10,
     hidden: TombstoneMatcher | None = None,
+    keys: DataKeyStore,
 ) -> Preview:
     words = content_words(about)
     if not words:
@@ -196,11 +201,9 @@ def resolve(
     sk = subject_key(secret, app_name, user_id)
     digests = [token_digest(secret, w) for w in words]
     with pool.connection() as conn:
-        state_rows = conn.execute(
-            "SELECT k.key, k.value FROM user_states, jsonb_each_text(state) AS k(key, value) "
-            "WHERE app_name = %s AND user_id = %s",
-            (app_name, user_id),
-        ).fetchall()
+        state_row = conn.execute(
+            "SELECT state FROM user_states WHERE app_name = %s AND user_id = %s", (app_name, user_id)
+        ).fetchone()
         others = conn.execute(
             "SELECT count(*) FROM (SELECT 1 FROM memories WHERE token_digests && %s::text[] AND subject_key <> %s "
             "LIMIT %s) AS holders",
@@ -212,8 +215,13 @@ def resolve(
             "JOIN memories m ON m.derived_from @> ARRAY[given.id]",
             (ids,),
         ).fetchone()
-    states = [StateCandidate(f"user:{k}", str(v)) for k, v in state_rows if set(tokens(str(v))) & set(words)]
+    stored = state_row[0] if state_row and isinstance(state_row[0], dict) else {}
+    opened, unreadable = RowSealer(keys, secret).open_state_readable(app_name, user_id, None, stored)
+    values = [(k, v if isinstance(v, str) else json.dumps(v)) for k, v in opened.items()]
+    states = [StateCandidate(f"user:{k}", v) for k, v in values if set(tokens(v)) & set(words)]
     warnings: list[str] = []
+    if unreadable:
+        warnings.append(f"{unreadable} stored setting(s) could not be opened (their key is gone): not searched")
     if len({tuple(c.matched) for c in candidates}) > 1 or len(candidates) > 1:
         warnings.append(
             f"{len(candidates)} items match and not all for the same reason: choose the ones to forget "

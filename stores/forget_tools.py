@@ -65,7 +65,7 @@ class ForgetTools:
         platform = self._platform
         secret = platform.config.subject_secret
         found = await asyncio.to_thread(
-            resolve, platform.pool, platform.memory_store, secret, app, user, about, limit=10
+            resolve, platform.pool, platform.memory_store, secret, app, user, about, limit=10, keys=platform.keys
         )
         ids = [c.memory_id for c in found.candidates]
         hidden = None

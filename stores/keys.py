@@ -17,13 +17,15 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from psycopg_pool import ConnectionPool
 
-from stores.crypto import DataKey, key_id_of, open_sealed, seal
+from stores.crypto import DataKey, key_id_of, open_sealed, open_with, seal
 from stores.errors import DataKeyShredded
 
 if TYPE_CHECKING:
@@ -97,6 +99,22 @@ class DataKeyStore:
 
     def decrypt(self, blob: bytes, context: bytes = b"") -> bytes:
         return open_sealed(self.get(key_id_of(blob)), blob, context)
+
+    def decrypt_many(self, items: Sequence[tuple[bytes, bytes]]) -> list[bytes | None]:
+        """Open many ``(blob, context)`` at once: one key lookup and one cipher object per data key (a memory
+        search opens every embedding of the user). A blob whose key is shredded gives ``None``."""
+        ciphers: dict[uuid.UUID, AESGCM | None] = {}
+        out: list[bytes | None] = []
+        for blob, context in items:
+            key_id = key_id_of(blob)
+            if key_id not in ciphers:
+                try:
+                    ciphers[key_id] = AESGCM(self.get(key_id).material)
+                except DataKeyShredded:
+                    ciphers[key_id] = None
+            cipher = ciphers[key_id]
+            out.append(None if cipher is None else open_with(cipher, blob, context))
+        return out
 
     def _generate(self, subject_key: str) -> DataKey:
         wrap_key = self._create_user_kms_key(subject_key) if self._per_user else self._kms_key_id

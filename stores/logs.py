@@ -18,6 +18,14 @@ the job and changes nothing more.
 
 Segments shipped before mention keys were recorded carry mention-only lines that no structure identifies;
 they are not matched by text (that deleted other users' lines): re-ship such segments through ``ship``.
+
+Sealed lines (``stores.log_sealing``): a line naming a user is shipped with its ``user_id`` and ``msg`` sealed
+under the data key of every subject it names, and the owner's subject key in clear (``subject``), so a
+purge, the index and the verifier match it by structure without opening anything, and shredding the
+user's key makes every older copy unreadable. Such a line is the subject's iff its ``app`` is the subject's
+and its ``subject`` is the subject key or the key is among its mentions. Lines shipped before (plain, with a
+``user_id``) are still matched by hashing their ``user_id``. Reading (``read``, ``lines_of``) opens sealed
+lines; one that cannot be opened is returned marked ``unreadable`` and counted, never an error.
 """
 
 from __future__ import annotations
@@ -34,10 +42,13 @@ from psycopg_pool import ConnectionPool
 
 from stores.errors import InvalidIdentifier
 from stores.identity import session_ref, subject_key
+from stores.log_sealing import SEALED, SUBJECT, UNREADABLE, LineSealer, SealingUnavailable, is_subject_key
 from stores.s3_batch import delete_versions
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
+
+    from stores.keys import DataKeyStore
 
 #: The field holding the subject keys of the users a line mentions (same app as the line).
 MENTIONS = "mentions"
@@ -73,6 +84,7 @@ class LogLine:
         return sorted(k for k in keys if k)
 
     def to_json(self, secret: bytes) -> str:
+        """The plain form: how every line was shipped before sealing, and how a line naming nobody still is."""
         record: dict[str, Any] = {
             "ts": self.ts,
             "level": self.level,
@@ -86,6 +98,24 @@ class LogLine:
         owner = hash_or_none(secret, self.app, self.user_id)
         if self.session_id and owner:
             record[SESSION] = session_ref(owner, self.session_id)
+        return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+
+    def to_sealed_json(self, secret: bytes, sealer: LineSealer | None) -> str:
+        """The shipped form: ``user_id`` and ``msg`` sealed when the line names a user (owner or mention),
+        with its subject, mention and session keys in clear; the plain form when it names nobody."""
+        owner, keys = hash_or_none(secret, self.app, self.user_id), self.mention_keys(secret)
+        if owner is None and not keys:
+            return self.to_json(secret)
+        if sealer is None:
+            raise SealingUnavailable("a log line naming a user needs a data key store to be shipped")
+        header: dict[str, Any] = {"ts": self.ts, "level": self.level, "app": self.app}
+        if owner:
+            header[SUBJECT] = owner
+        if keys:
+            header[MENTIONS] = keys
+        if self.session_id and owner:
+            header[SESSION] = session_ref(owner, self.session_id)
+        record = sealer.seal(header, {"user_id": self.user_id, "msg": self.msg})
         return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -142,12 +172,14 @@ class SubjectLines:
         if not isinstance(record, dict):
             return Verdict.MALFORMED
         app, user, mentions = record.get("app"), record.get("user_id"), record.get(MENTIONS, [])
+        owner = record.get(SUBJECT)
         bad = not isinstance(app, str) or not (user is None or isinstance(user, str))
+        bad = bad or not (owner is None or is_subject_key(owner))
         if not isinstance(mentions, list):
             mentions, bad = [], True
         bad = bad or not all(isinstance(m, str) for m in mentions)
         if app == self._app:
-            if self._subject in mentions:
+            if self._subject in mentions or owner == self._subject:
                 return Verdict.SUBJECT
             if isinstance(user, str):
                 key = self._key_of(user)
@@ -171,18 +203,41 @@ class SegmentPurge:
     malformed: int = 0  # others' malformed lines, kept byte for byte
 
 
+@dataclass(frozen=True)
+class SegmentRead:
+    records: list[dict[str, Any]]  # well-formed lines, sealed ones opened (or marked ``unreadable``)
+    malformed: int = 0  # lines that are not UTF-8 or not a JSON object: left out
+    unreadable: int = 0  # sealed lines that could not be opened (a shredded key, a damaged ciphertext)
+
+
 class LogArchive:
-    def __init__(self, s3: S3Client, bucket: str, pool: ConnectionPool, subject_secret: bytes) -> None:
+    """The archive. ``keys`` seals lines at ship time and opens them on read; without it, lines naming a user
+    cannot be shipped (``SealingUnavailable``) and sealed lines read as ``unreadable``. Purges and index
+    reads never need it: they match by clear structure only."""
+
+    def __init__(
+        self,
+        s3: S3Client,
+        bucket: str,
+        pool: ConnectionPool,
+        subject_secret: bytes,
+        keys: DataKeyStore | None = None,
+    ) -> None:
         self._s3 = s3
         self._bucket = bucket
         self._pool = pool
         self._secret = subject_secret
+        self._keys = keys
+
+    def _sealer(self) -> LineSealer | None:
+        return LineSealer(self._keys) if self._keys is not None else None
 
     # ----- shipping -------------------------------------------------------------------------------
 
     def ship(self, lines: Sequence[LogLine], window_start: datetime, shard: int) -> str:
         key = segment_key(window_start, shard)
-        body = "".join(line.to_json(self._secret) + "\n" for line in lines).encode("utf-8")
+        sealer = self._sealer()
+        body = "".join(line.to_sealed_json(self._secret, sealer) + "\n" for line in lines).encode("utf-8")
         with self.segment_lock(key):
             self._s3.put_object(Bucket=self._bucket, Key=key, Body=body, ContentType="application/x-ndjson")
         per_subject: dict[str, int] = {}
@@ -224,21 +279,38 @@ class LogArchive:
             return None
 
     def read(self, key: str) -> list[dict[str, Any]]:
-        """The segment's well-formed lines as records (malformed lines are left out)."""
+        """The segment's well-formed lines as records, sealed ones opened (malformed lines are left out)."""
+        return self.read_segment(key).records
+
+    def read_segment(self, key: str, keep: SubjectLines | None = None) -> SegmentRead:
+        """The segment's well-formed lines (only those ``keep`` names the subject's, when given: no other
+        line is opened), with counts of the malformed lines left out and of the sealed lines not opened."""
         records: list[dict[str, Any]] = []
+        malformed = unreadable = 0
+        sealer = self._sealer()
         for line in split_lines(self.read_raw(key) or b""):
+            if not line.strip():
+                continue
             try:
                 record = json.loads(line.decode("utf-8"))
             except (UnicodeDecodeError, ValueError, RecursionError):
+                malformed += 1
                 continue
-            if isinstance(record, dict):
-                records.append(record)
-        return records
+            if not isinstance(record, dict):
+                malformed += 1
+                continue
+            if keep is not None and keep.record(record) is not Verdict.SUBJECT:
+                continue
+            if SEALED in record:
+                record = sealer.open(record) if sealer else {**record, UNREADABLE: True}
+                unreadable += bool(record.get(UNREADABLE))
+            records.append(record)
+        return SegmentRead(records, malformed, unreadable)
 
     def lines_of(self, subject: str, app_name: str, keys: Iterable[str]) -> list[dict[str, Any]]:
-        """The records naming the subject in the given segments (fingerprints and tests)."""
+        """The records naming the subject in the given segments, opened (fingerprints and tests)."""
         lines = SubjectLines(self._secret, app_name, subject)
-        return [r for key in keys for r in self.read(key) if lines.record(r) is Verdict.SUBJECT]
+        return [r for key in keys for r in self.read_segment(key, keep=lines).records]
 
     def old_versions(self, key: str) -> int:
         """Non-current versions and delete markers of one segment object.

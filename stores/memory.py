@@ -2,7 +2,9 @@
 
 Every row carries provenance: app, user, source session, kind (episode, fact, summary), ``derived_from``
 (the memory ids a derived row drew on, possibly of several users) and ``source_sessions``. Content is
-sealed with the owner's data key; a 64-dimension embedding (pgvector) serves search; ``token_digests``
+sealed with the owner's data key, and so is its 64-dimension embedding (an embedding is personal data:
+text can be largely reconstructed from one); a search opens the user's embeddings in memory and ranks them
+by cosine distance (cost follows the user's rows: one indexed read of them); ``token_digests``
 holds keyed hashes of the row's words so canary checks find copies anywhere by an indexed lookup without
 any token in clear.
 
@@ -19,10 +21,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
-from stores.embedding import Embedder, HashingEmbedder, tokens, vector_literal
+from stores.embedding import Embedder, HashingEmbedder, tokens
 from stores.errors import DataKeyShredded
 from stores.identity import derived_key, session_digest, session_ref, subject_key, token_digest
 from stores.keys import DataKeyStore
@@ -47,6 +50,16 @@ RECALLABLE_SQL = (
     "state IN ('active', 'challenged') AND (expires_at IS NULL OR expires_at > now()) "
     f"AND {DECAYED_SQL} >= %(threshold)s"
 )
+
+
+def embedding_bytes(vec: Sequence[float]) -> bytes:
+    """An embedding as it is sealed: little-endian float32."""
+    return np.asarray(vec, dtype="<f4").tobytes()
+
+
+def embedding_context(row_id: uuid.UUID) -> bytes:
+    """The AAD of a row's sealed embedding: bound to the row, and apart from its content's."""
+    return row_id.bytes + b"/embedding"
 
 
 def content_digest(secret: bytes, subject: str, text: str) -> str:
@@ -94,13 +107,13 @@ class FencedWrite:
 
 _INSERT_COLUMNS = (
     "id, app_name, user_id, subject_key, session_id, kind, derived_from, source_sessions, author, key_id, "
-    "content_sealed, token_digests, embedding, created_at, purpose, retention_class, expires_at, source_kind, "
+    "content_sealed, token_digests, embedding_sealed, created_at, purpose, retention_class, expires_at, source_kind, "
     "source_ref, confidence_basis, confidence, importance, pinned, state, supersedes, challenged_by, tokens, "
     "content_digest"
 )
 _CASTS = (
     "%s::uuid, %s::text, %s::text, %s::text, %s::text, %s::text, %s::uuid[], %s::text[], %s::text, %s::uuid, "
-    "%s::bytea, %s::text[], %s::vector, %s::timestamptz, %s::text, %s::text, %s::timestamptz, %s::text, "
+    "%s::bytea, %s::text[], %s::bytea, %s::timestamptz, %s::text, %s::text, %s::timestamptz, %s::text, "
     "%s::text, %s::text, %s::real, %s::real, %s::boolean, %s::text, %s::uuid[], %s::uuid[], %s::integer, %s::text"
 )
 _INSERT_VALUES = _CASTS
@@ -177,7 +190,7 @@ class MemoryStore:
                     key_id,
                     sealed,
                     digests,
-                    vector_literal(self._embedder.embed(m.text)),
+                    self._keys.encrypt(sk, embedding_bytes(self._embedder.embed(m.text)), embedding_context(m.id))[1],
                     created,
                     m.purpose,
                     m.retention_class,
@@ -256,20 +269,28 @@ class MemoryStore:
 
         ``everything``: every row the user holds, whatever its state or confidence, and no hit counted: what
         a forget resolves against (a superseded or decayed belief is still the user's data to forget)."""
-        vec = vector_literal(self._embedder.embed(query))
+        query_vec = np.asarray(self._embedder.embed(query), dtype=np.float32)
         where = "TRUE" if everything else RECALLABLE_SQL
         with self._pool.connection() as conn:
-            rows = conn.execute(
-                f"SELECT id, content_sealed, author, created_at, kind, state, {DECAYED_SQL} FROM memories "
-                f"WHERE app_name = %(app)s AND user_id = %(user)s AND {where} "
-                "ORDER BY embedding <=> %(vec)s::vector LIMIT %(limit)s",
-                {"app": app_name, "user": user_id, "vec": vec, "limit": limit, "threshold": threshold},
+            candidates = conn.execute(
+                f"SELECT id, embedding_sealed, embedding::text FROM memories "
+                f"WHERE app_name = %(app)s AND user_id = %(user)s AND {where}",
+                {"app": app_name, "user": user_id, "threshold": threshold},
+                binary=True,  # the sealed vectors arrive as bytes, not as hex text to parse
             ).fetchall()
-            if rows and not everything:
+            chosen = self._nearest(candidates, query_vec, limit)
+            found = conn.execute(
+                f"SELECT id, content_sealed, author, created_at, kind, state, {DECAYED_SQL} FROM memories "
+                "WHERE id = ANY(%s)",
+                (chosen,),
+            ).fetchall()
+            if found and not everything:
                 conn.execute(
                     "UPDATE memories SET hits = hits + 1, last_accessed_at = now() WHERE id = ANY(%s)",
-                    ([r[0] for r in rows],),
+                    ([r[0] for r in found],),
                 )
+        order = {row_id: n for n, row_id in enumerate(chosen)}
+        rows = sorted(found, key=lambda r: order[r[0]])
         out: list[FoundMemory] = []
         for row_id, sealed, author, created, kind, state, confidence in rows:
             try:
@@ -278,6 +299,34 @@ class MemoryStore:
                 continue
             out.append(FoundMemory(str(row_id), text, author, created, kind, state, float(confidence)))
         return out
+
+    def _nearest(self, candidates: Sequence[tuple[Any, ...]], query: Any, limit: int) -> list[uuid.UUID]:
+        """The ``limit`` candidates nearest to ``query`` by cosine distance (pgvector's ``<=>``), from their
+        sealed embeddings (opened in memory only; a shredded key drops the row) or a legacy plain one."""
+        sealed = [(bytes(r[1]), embedding_context(r[0])) for r in candidates if r[1] is not None]
+        opened = iter(self._keys.decrypt_many(sealed))
+        ids: list[uuid.UUID] = []
+        vectors: list[bytes] = []
+        for row_id, blob, plain in candidates:
+            if blob is not None:
+                raw = next(opened)
+                if raw is None:
+                    continue
+                vectors.append(raw)
+            elif plain is not None:
+                vectors.append(embedding_bytes([float(v) for v in plain.strip("[]").split(",")]))
+            else:
+                continue
+            ids.append(row_id)
+        if not ids:
+            return []
+        matrix = np.frombuffer(b"".join(vectors), dtype="<f4").reshape(len(ids), -1)
+        norms = np.linalg.norm(matrix, axis=1) * (float(np.linalg.norm(query)) or 1.0)
+        similarity = np.divide(matrix @ query, norms, out=np.full(len(ids), -1.0, dtype=np.float64), where=norms > 0)
+        distance = 1.0 - similarity
+        top = np.argpartition(distance, limit - 1)[:limit] if len(ids) > limit else np.arange(len(ids))
+        ranked = sorted((float(distance[n]), str(ids[n]), ids[n]) for n in top)
+        return [row_id for _d, _s, row_id in ranked]
 
     def texts_of(self, subject: str, ids: Sequence[str]) -> list[str]:
         """The readable texts of the subject's rows ``ids`` (in memory only; a shredded key reads as nothing)."""

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from stores.chroma_memory import ChromaMemory
     from stores.memory_service import FencedMemoryService
     from stores.response_cache import ResponseCache
+    from stores.sealed_adk import SealedSessionService
 
 
 @dataclass(frozen=True)
@@ -178,7 +179,7 @@ class Platform:
 
     @cached_property
     def logs(self) -> LogArchive:
-        return LogArchive(self.s3, self.config.log_bucket, self.pool, self.config.subject_secret)
+        return LogArchive(self.s3, self.config.log_bucket, self.pool, self.config.subject_secret, self.keys)
 
     @cached_property
     def response_cache(self) -> ResponseCache:
@@ -210,8 +211,17 @@ class Platform:
 
         return AdapterRegistry(self)
 
-    def adk_session_service(self) -> DatabaseSessionService:
-        """google-adk's own session service on the same database (call from async code)."""
+    def adk_session_service(self) -> SealedSessionService:
+        """The session service agents use: google-adk's, with user content sealed under the user's data key
+        (``stores.sealed_adk``); call from async code."""
+        from stores.sealed_adk import SealedSessionService
+
+        return SealedSessionService(
+            sqlalchemy_url(self.config.postgres_url), keys=self.keys, subject_secret=self.config.subject_secret
+        )
+
+    def plain_adk_session_service(self) -> DatabaseSessionService:
+        """google-adk's own session service, writing plain text: baselines and legacy rows only."""
         from google.adk.sessions import DatabaseSessionService
 
         return DatabaseSessionService(db_url=sqlalchemy_url(self.config.postgres_url))

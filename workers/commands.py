@@ -457,6 +457,12 @@ def _schedule(args: argparse.Namespace, settings: Settings) -> int:
     return asyncio.run(main())
 
 
+def _reseal_sessions(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.reseal_command import run
+
+    return run(args, settings)
+
+
 def add_user_arguments(parser: argparse.ArgumentParser) -> None:
     who = parser.add_mutually_exclusive_group(required=True)
     who.add_argument("--user", help="the user id exactly as the platform stores it")
@@ -554,6 +560,12 @@ def register(sub: Any) -> None:
         help="which schedule pause/resume/trigger act on (install and list cover both)",
     )
     sc.set_defaults(handler=_schedule)
+
+    rs = sub.add_parser("reseal-sessions", help="seal google-adk session rows written before sealing (resumable)")
+    rs.add_argument("--page-size", type=int, default=200)
+    rs.add_argument("--pages-per-run", type=int, default=100, help="pages per workflow run (then continue-as-new)")
+    rs.add_argument("--no-wait", action="store_true", help="start it and return (progress: run it again)")
+    rs.set_defaults(handler=_reseal_sessions)
 
     sv = sub.add_parser("serve", help="serve the compliance API (OIDC or API-token authentication, roles, approval)")
     sv.add_argument("--host", default="127.0.0.1")

@@ -38,6 +38,7 @@ def preview(platform: Platform, app_name: str, user_id: str, about: str, limit: 
         about,
         limit=limit,
         hidden=hidden,
+        keys=platform.keys,
     )
 
 

@@ -37,6 +37,7 @@ from activities.logs import LogActivities
 from activities.memory import MemoryActivities
 from activities.notify import NotifyActivities
 from activities.request import RequestActivities
+from activities.reseal import ResealActivities
 from activities.sessions import SessionActivities
 from activities.store_steps import StoreStepActivities
 from activities.sweep import SweepActivities
@@ -49,6 +50,7 @@ from workers.logging_setup import get_logger
 from workflows.erasure import ErasureWorkflow
 from workflows.expiry import ExpirySweepWorkflow
 from workflows.forget import ForgetWorkflow
+from workflows.reseal import ResealSessionsWorkflow
 from workflows.sweep import LateWriterSweepWorkflow
 
 GRACEFUL_SHUTDOWN = timedelta(seconds=30)
@@ -103,6 +105,7 @@ def activity_objects(platform: Platform, signing_seed: bytes, adapters: AdapterR
         NotifyActivities(platform),
         ForgetActivities(platform, signing_seed),
         ExpiryActivities(platform),
+        ResealActivities(platform),
     ]
 
 
@@ -112,7 +115,14 @@ def activity_functions(objects: Sequence[Any]) -> list[Any]:
 
 
 def workflows() -> list[type]:
-    return [ErasureWorkflow, VerifierWorkflow, LateWriterSweepWorkflow, ForgetWorkflow, ExpirySweepWorkflow]
+    return [
+        ErasureWorkflow,
+        VerifierWorkflow,
+        LateWriterSweepWorkflow,
+        ForgetWorkflow,
+        ExpirySweepWorkflow,
+        ResealSessionsWorkflow,
+    ]
 
 
 def build_worker(

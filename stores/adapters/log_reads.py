@@ -1,16 +1,19 @@
 """The verifier's own read path for the log archive, written apart from the eraser (``stores.logs``).
 
-A line is the subject's when its ``app`` is the subject's app and either its ``user_id`` hashes to the
-subject key or the subject key is among its recorded ``mentions``; free text is never read. The reads are
+A line is the subject's when its ``app`` is the subject's app and either its clear ``subject`` field is
+the subject key (a sealed line, ``stores.log_sealing``), its ``user_id`` hashes to the subject key (a plain
+line shipped before sealing) or the subject key is among its recorded ``mentions``; free text is never read
+and nothing is opened, so a line under a shredded key is judged like any other. The reads are
 indexed: the subject's index rows, the segments the logs step recorded, and a sample of the most recent
 segments (catching lines a shipper failed to index). Malformed lines (not UTF-8, not a JSON object, a
-``user_id`` no identity could have, ``mentions`` not a list of strings) are counted, never a failure and
-never a reason to raise.
+``user_id`` no identity could have, a ``subject`` that is not a subject key, ``mentions`` not a list of
+strings) are counted, never a failure and never a reason to raise.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -24,6 +27,8 @@ from stores.identity import subject_key
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
+
+_SUBJECT_KEY = re.compile(r"sk_[0-9a-f]{40}")  # the verifier's own copy of the subject key's shape
 
 
 @dataclass(frozen=True)
@@ -67,8 +72,10 @@ class SubjectLineRule:
 
     def _judge(self, line: dict[str, object]) -> tuple[bool, bool]:
         """(names the subject, malformed)."""
-        app, user, mentions = line.get("app"), line.get("user_id"), line.get("mentions")
+        app, user, mentions, owner = line.get("app"), line.get("user_id"), line.get("mentions"), line.get("subject")
         odd = not isinstance(app, str) or (user is not None and not isinstance(user, str))
+        if owner is not None and not (isinstance(owner, str) and _SUBJECT_KEY.fullmatch(owner)):
+            odd, owner = True, None
         keys: list[str] = []
         if isinstance(mentions, list):
             keys = [m for m in mentions if isinstance(m, str)]
@@ -77,7 +84,7 @@ class SubjectLineRule:
             odd = True
         if app != self.app_name:
             return False, odd
-        if self.subject in keys:
+        if self.subject in keys or owner == self.subject:
             return True, odd
         if isinstance(user, str):
             hashed = self._hash(user)

@@ -1,11 +1,13 @@
 """Adapter for the log archive: the subject's lines in the segments its subject index names.
 
-A line is the subject's by structure only: same app and a ``user_id`` hashing to the subject key, or the
-subject key among the mention keys the shipper recorded. Erase rewrites only the indexed segments, one
-at a time (a purged segment leaves the index, so a retry sees only the rest), removes old versions, and
-keeps every other line byte for byte; others' malformed lines are counted (``malformed_lines``), never a
-failure. Remaining has its own reader (``stores.adapters.log_reads``): the index rows, the lines in the
-segments the logs step recorded and in a sample of the most recent segments, and old segment versions.
+A line is the subject's by structure only: same app and a clear ``subject`` field equal to the subject key
+(sealed lines) or a ``user_id`` hashing to it (plain lines shipped before sealing), or the subject key among
+the mention keys the shipper recorded; nothing is opened to erase or check. Erase rewrites only the indexed
+segments, one at a time (a purged segment leaves the index, so a retry sees only the rest), removes old
+versions, and keeps every other line byte for byte; others' malformed lines are counted
+(``malformed_lines``), never a failure. Remaining has its own reader (``stores.adapters.log_reads``): the
+index rows, the lines in the segments the logs step recorded and in a sample of the most recent segments,
+and old segment versions.
 """
 
 from __future__ import annotations

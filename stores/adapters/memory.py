@@ -156,9 +156,9 @@ class MemoryAdapter:
         with self.platform.pool.connection() as conn:
             memories = conn.execute(
                 "SELECT id, kind, session_id, derived_from, source_sessions, key_id, content_sealed, token_digests, "
-                "embedding::text, created_at, purpose, retention_class, expires_at, source_kind, source_ref, "
-                "confidence_basis, confidence, reinforced_at, state, supersedes, challenged_by, superseded_by, pinned, "
-                "importance FROM memories WHERE app_name=%s AND user_id=%s ORDER BY id",
+                "embedding::text, embedding_sealed, created_at, purpose, retention_class, expires_at, source_kind, "
+                "source_ref, confidence_basis, confidence, reinforced_at, state, supersedes, challenged_by, "
+                "superseded_by, pinned, importance FROM memories WHERE app_name=%s AND user_id=%s ORDER BY id",
                 (app_name, user_id),
             ).fetchall()
         return {

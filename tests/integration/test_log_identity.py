@@ -20,7 +20,7 @@ import pytest
 
 from stores.errors import InvalidIdentifier
 from stores.identity import subject_key
-from stores.logs import LogArchive, LogLine
+from stores.logs import LogArchive, LogLine, SubjectLines, Verdict
 from stores.platform import Platform
 from stores.seeder import user_ids
 from tests.saga_harness import SagaHarness
@@ -199,14 +199,16 @@ async def test_verifier_fails_when_a_mention_only_line_remains(saga: SagaHarness
     key = saga.platform.logs.segments_of(sk)[0]
     result = await saga.erase(app, "bob")
     assert result.status == "completed"
-    assert not any(b"for bob " in r for r in raw_lines(saga.platform, key))  # the seeder's mention lines went too
+    assert saga.platform.logs.lines_of(sk, app, [key]) == []  # the seeder's (sealed) mention lines went too
     assert (await reverify(saga, result.request_id)).passed
-    # an eraser that missed a mention-only line: the verifier must see it
+    # an eraser that missed a mention-only line, plain (shipped before sealing) or sealed: the verifier sees both
     left = {"ts": "t", "level": "warning", "app": app, "user_id": None, "msg": "rate limit for bob", "mentions": [sk]}
-    put_raw(saga.platform, key, [*raw_lines(saga.platform, key), json.dumps(left).encode() + b"\n"])
+    sealed = {"ts": "t", "level": "warning", "app": app, "mentions": [sk], "lid": "0" * 16, "sealed": "AAAA"}
+    planted = [json.dumps(r).encode() + b"\n" for r in (left, sealed)]
+    put_raw(saga.platform, key, [*raw_lines(saga.platform, key), *planted])
     again = await reverify(saga, result.request_id)
     assert not again.passed
-    assert logs_check(again).counts["lines_in_named_segments"] == 1
+    assert logs_check(again).counts["lines_in_named_segments"] == 2
 
 
 @pytest.mark.asyncio(loop_scope="session")
@@ -216,10 +218,14 @@ async def test_malformed_lines_in_a_shared_segment_are_reported_not_blocking(sag
     target, other = users
     await saga.seed(app, users, "small", 93)
     secret = saga.platform.config.subject_secret
-    key = saga.platform.logs.segments_of(subject_key(secret, app, target))[0]
+    sk = subject_key(secret, app, target)
+    key = saga.platform.logs.segments_of(sk)[0]
     assert key in saga.platform.logs.segments_of(subject_key(secret, app, other))
+    assert not any(target.encode() in r for r in raw_lines(saga.platform, key))  # the seeder's lines are sealed
     put_raw(saga.platform, key, [*raw_lines(saga.platform, key), *malformed(app)])
-    others_before = [r for r in raw_lines(saga.platform, key) if target.encode() not in r]
+    named = SubjectLines(secret, app, sk)
+    others_before = [r for r in raw_lines(saga.platform, key) if named.raw(r) is not Verdict.SUBJECT]
+    assert len(others_before) < len(raw_lines(saga.platform, key))
 
     result = await saga.erase(app, target, wait_seconds=90)
     assert result.status == "completed"
@@ -283,7 +289,7 @@ async def test_scheduled_sweep_counts_failing_subjects_and_sweeps_the_rest(saga:
     class Broken(Platform):
         @cached_property
         def logs(self) -> LogArchive:
-            return FailsFor(self.s3, config.log_bucket, self.pool, config.subject_secret)
+            return FailsFor(self.s3, config.log_bucket, self.pool, config.subject_secret, self.keys)
 
     platform = Broken(config)
     queue = f"sweepfail-{uuid.uuid4().hex[:8]}"

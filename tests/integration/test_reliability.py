@@ -81,7 +81,9 @@ async def test_many_concurrent_late_writers(saga: SagaHarness) -> None:
     async def through_service(n: int) -> None:
         nonlocal service_attempts
         while not stop.is_set():
-            entry = MemoryEntry(content=types.Content(role="user", parts=[types.Part(text=f"service write {n}")]))
+            # each write says something new: the same words again would reinforce the row already held
+            said = f"service write {n} number {service_attempts}"
+            entry = MemoryEntry(content=types.Content(role="user", parts=[types.Part(text=said)]))
             await saga.platform.memory_service.add_memory(
                 app_name=app, user_id=target, memories=[entry], custom_metadata=PURPOSE
             )
