@@ -294,6 +294,16 @@ class Bench:
         self.figures.add("search_sealed_ms", cost.sealed_ms)
         self.figures.add("search_plain_ms", cost.plain_ms)
         self.figures.add("search_sealed_ratio", cost.ratio)
+        sessions = await sealing_bench.session_cost(self.platform, APP)
+        say(
+            f"  [session, {sessions.events} events] append {sessions.append_sealed_ms:.2f} ms sealed vs "
+            f"{sessions.append_plain_ms:.2f} ms plain; "
+            f"load {sessions.load_sealed_ms:.1f} ms vs {sessions.load_plain_ms:.1f} ms"
+        )
+        self.figures.add("append_sealed_ratio", sessions.append_ratio)
+        self.figures.add("load_sealed_ratio", sessions.load_ratio)
+        self.figures.add("append_sealed_ms", sessions.append_sealed_ms)
+        self.figures.add("load_sealed_ms", sessions.load_sealed_ms)
 
 
 def _kms_target() -> Target:
@@ -357,6 +367,10 @@ def rows(f: Figures, plan: Plan) -> list[Row]:
     add(f"7 memory search, {plan.search_rows:,} rows, sealed embeddings", "search_sealed_ms", "ms")
     add(f"7 memory search, {plan.search_rows:,} rows, plain pgvector", "search_plain_ms", "ms")
     add("7 memory search sealed / plain", "search_sealed_ratio", "x")
+    add("7 append an event, sealed session service", "append_sealed_ms", "ms")
+    add("7 append an event, sealed / plain google-adk", "append_sealed_ratio", "x")
+    add("7 load a session, sealed session service", "load_sealed_ms", "ms")
+    add("7 load a session, sealed / plain google-adk", "load_sealed_ratio", "x")
     return out
 
 
@@ -414,7 +428,7 @@ async def measure(plan: Plan, settings: Settings) -> tuple[Figures, Erasure | No
             await bench.throughput(seeder, ceiling_queue)
             say(f"phase 4: expiry sweep cost per expired row, {plan.expiry_rows} expired rows at two table sizes")
             await bench.expiry()
-            say(f"phase 5: sealing on the hot paths: memory search over {plan.search_rows:,} rows, sealed vs plain")
+            say(f"phase 5: sealing on the hot paths (memory search over {plan.search_rows:,} rows, append, load)")
             await bench.sealing()
     finally:
         seeder.close()

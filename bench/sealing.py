@@ -1,5 +1,10 @@
 """Figure 7: what sealing costs the agent's hot paths, measured side by side in one run.
 
+Sessions: one conversation of ``events`` events appended through the sealed session service agents get
+(``Platform.adk_session_service``) and one through google-adk's plain ``DatabaseSessionService``, the same
+words and state deltas; median milliseconds per ``append_event`` and per ``get_session`` of the whole
+conversation; the figures are sealed / plain.
+
 Memory search: one user holds ``rows`` memory rows written through ``MemoryStore.insert`` (content and
 embedding sealed under their data key; a search opens the user's embeddings in memory and ranks them); a
 twin holds the same words with plain pgvector embeddings (the layout before embeddings were sealed), searched
@@ -14,6 +19,11 @@ import statistics
 import time
 import uuid
 from dataclasses import dataclass
+
+from google.adk.events.event import Event
+from google.adk.events.event_actions import EventActions
+from google.adk.sessions.base_session_service import BaseSessionService
+from google.genai import types
 
 from stores.embedding import HashingEmbedder, vector_literal
 from stores.identity import subject_key
@@ -122,8 +132,70 @@ def search_cost(platform: Platform, app: str, rows: int, repeats: int = 15) -> S
         t = time.perf_counter()
         _plain_search(platform, app, plain_user, query, opened)
         plain = time.perf_counter() - t
-        assert found, "the sealed user's search found nothing"
+        if not found:
+            raise RuntimeError("the sealed user's search found nothing")
         if n:  # the first of each warms caches (the data key, the plan)
             sealed_times.append(sealed)
             plain_times.append(plain)
     return SearchCost(rows, statistics.median(sealed_times) * 1000, statistics.median(plain_times) * 1000)
+
+
+@dataclass(frozen=True)
+class SessionCost:
+    events: int
+    append_sealed_ms: float  # median per appended event
+    append_plain_ms: float
+    load_sealed_ms: float  # median per get_session of the whole conversation
+    load_plain_ms: float
+
+    @property
+    def append_ratio(self) -> float:
+        return self.append_sealed_ms / self.append_plain_ms if self.append_plain_ms else 0.0
+
+    @property
+    def load_ratio(self) -> float:
+        return self.load_sealed_ms / self.load_plain_ms if self.load_plain_ms else 0.0
+
+
+async def _conversation(
+    service: BaseSessionService, app: str, user: str, events: int, loads: int
+) -> tuple[float, float]:
+    """(median seconds per append_event, median seconds per get_session) of one conversation."""
+    session = await service.create_session(app_name=app, user_id=user, state={"user:home": "Lisbon"})
+    appends: list[float] = []
+    for n in range(events):
+        text = f"turn {n}: " + " ".join(WORDS[(n * 7 + k) % len(WORDS)] for k in range(12))
+        event = Event(
+            invocation_id=f"inv-{n}",
+            author="user" if n % 2 == 0 else "model",
+            content=types.Content(role="user" if n % 2 == 0 else "model", parts=[types.Part(text=text)]),
+            actions=EventActions(state_delta={"last_topic": text[:40]}),
+        )
+        t = time.perf_counter()
+        await service.append_event(session, event)
+        appends.append(time.perf_counter() - t)
+    reads: list[float] = []
+    for _ in range(loads + 1):
+        t = time.perf_counter()
+        loaded = await service.get_session(app_name=app, user_id=user, session_id=session.id)
+        reads.append(time.perf_counter() - t)
+        if loaded is None or len(loaded.events) != events:
+            raise RuntimeError("the conversation did not load back whole")
+    return statistics.median(appends[1:]), statistics.median(reads[1:])
+
+
+async def session_cost(platform: Platform, app: str, events: int = 60, loads: int = 10) -> SessionCost:
+    """Append ``events`` events to one conversation and load it ``loads`` times, through the sealed service
+    agents get and through google-adk's plain one (the same words), side by side in one run."""
+    run = uuid.uuid4().hex[:8]
+    sealed = platform.adk_session_service()
+    plain = platform.plain_adk_session_service()
+    try:
+        await _conversation(plain, app, f"bench-warm-{run}", 3, 1)  # connections, tables, the plan cache
+        await _conversation(sealed, app, f"bench-warm2-{run}", 3, 1)
+        sealed_append, sealed_load = await _conversation(sealed, app, f"bench-sealed-s-{run}", events, loads)
+        plain_append, plain_load = await _conversation(plain, app, f"bench-plain-s-{run}", events, loads)
+    finally:
+        await sealed.db_engine.dispose()
+        await plain.db_engine.dispose()
+    return SessionCost(events, sealed_append * 1000, plain_append * 1000, sealed_load * 1000, plain_load * 1000)
