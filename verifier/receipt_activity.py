@@ -12,6 +12,7 @@ from psycopg.types.json import Jsonb
 from temporalio import activity
 
 from activities.support import PlatformActivities, translate_errors
+from stores.adapters.registry import AdapterConfigError
 from stores.platform import Platform
 from verifier.receipt import SCHEMA_ID, digest, document_bytes, sign, signing_key
 from workflows.contracts import Activities, ReceiptInput, ReceiptRef
@@ -40,10 +41,12 @@ class ReceiptActivities(PlatformActivities):
         row = self.platform.requests.get(inp.request_id)
         record = row.record
         completed = datetime.fromisoformat(inp.completed_at)
+        stores = list(record.stores if record.stores is not None else LEGACY_STORES)
         return {
             "schema": SCHEMA_ID,
             # the plan's stores (requests filed before plans: the five built-in stores they ran)
-            "stores": list(record.stores if record.stores is not None else LEGACY_STORES),
+            "stores": stores,
+            "dispositions": self.dispositions(stores, inp),
             "request_id": inp.request_id,
             "subject_key": inp.subject_key,
             "app_name": inp.app_name,
@@ -66,6 +69,20 @@ class ReceiptActivities(PlatformActivities):
             "software": {"name": "erasure-orchestrator", "version": software_version()},
             "issued_at": datetime.now(UTC).isoformat(),
         }
+
+    def dispositions(self, stores: list[str], inp: ReceiptInput) -> list[dict[str, Any]]:
+        """Per store: what happened to the user's data there (its adapter's ``disposition``), the step's
+        counts, and what remains where. A store no adapter of this worker declares is listed as deleted."""
+        counts = {s.name: dict(s.counts) for s in inp.steps}
+        out: list[dict[str, Any]] = []
+        for name in stores:
+            try:
+                declared = getattr(self.platform.adapters.get(name), "disposition", None)
+            except AdapterConfigError:
+                declared = None
+            what, remains = (declared.what, declared.remains) if declared is not None else ("deleted", "")
+            out.append({"store": name, "what": what, "remains": remains, "counts": counts.get(name, {})})
+        return out
 
     @activity.defn(name=Activities.RECEIPT)
     @translate_errors

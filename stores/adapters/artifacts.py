@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from stores.adapters.common import digest
-from stores.adapters.interface import Beat, Bound, Remaining, Subject, Swept
+from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
 from stores.artifacts import user_prefix
 
 if TYPE_CHECKING:
@@ -47,6 +47,12 @@ class ArtifactsAdapter:
     name = "artifacts"
     after: tuple[str, ...] = ()
     batched = True
+    disposition = Disposition(
+        "deleted",
+        "every object version and delete marker deleted; the object store keeps deleted bytes until it "
+        "compacts and bucket backups keep them: artifact bodies sealed, key destroyed; object keys hold "
+        "subject keys and session ids",
+    )
 
     def __init__(self, platform: Platform) -> None:
         self.platform = platform

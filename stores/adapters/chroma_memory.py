@@ -22,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stores.adapters.interface import Beat, Bound, Remaining, Subject, Swept
+from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
 from stores.identity import subject_key
 
 if TYPE_CHECKING:
@@ -64,6 +64,11 @@ class ChromaMemoryAdapter:
     name = "chroma_memory"
     after: tuple[str, ...] = ()
     batched = True
+    disposition = Disposition(
+        "deleted",
+        "the vector index keeps deleted embeddings in its files until the collection is compacted: embeddings "
+        "in clear, documents sealed",
+    )
 
     def __init__(self, platform: Platform) -> None:
         self.platform = platform

@@ -72,6 +72,16 @@ class Bound:
 
 
 @dataclass(frozen=True)
+class Disposition:
+    """What an erasure does to the user's data in one store, for the receipt (PII-free, the same for every
+    request): ``what`` is ``deleted``, ``physically_removed`` or ``unreadable`` (key shredded); ``remains``
+    says what is left where. An adapter without one is listed as ``deleted`` with nothing said."""
+
+    what: str
+    remains: str = ""
+
+
+@dataclass(frozen=True)
 class Remaining:
     """What the verifier found left in one store.
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from stores.adapters.common import digest
-from stores.adapters.interface import AFTER_EVERY_OTHER, Beat, Bound, Remaining, Subject, Swept
+from stores.adapters.interface import AFTER_EVERY_OTHER, Beat, Bound, Disposition, Remaining, Subject, Swept
 from stores.crypto import DataKey, key_id_of, open_sealed
 from stores.errors import CiphertextInvalid
 
@@ -91,6 +91,12 @@ class KeysAdapter:
     name = "keys"
     after: tuple[str, ...] = (AFTER_EVERY_OTHER,)  # a shredded key must not be needed by a step still running
     batched = False
+    disposition = Disposition(
+        "unreadable",
+        "every wrapped data key version deleted: every sealed copy anywhere is unreadable; pre-erasure "
+        "database backups hold the wrapped key, usable only with kms:Decrypt on the wrapping key (per-user "
+        "KMS keys: scheduled for deletion)",
+    )
 
     def __init__(self, platform: Platform) -> None:
         self.platform = platform

@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from stores.adapters.common import digest
-from stores.adapters.interface import Beat, Bound, Remaining, Subject, Swept
+from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
 from stores.adapters.log_reads import LogReads, SegmentScan, SubjectLineRule
 from stores.redaction import sensitive
 
@@ -37,6 +37,11 @@ class LogsAdapter:
     name = "logs"
     after: tuple[str, ...] = ()
     batched = True
+    disposition = Disposition(
+        "deleted",
+        "old segment versions deleted; the object store keeps deleted bytes until it compacts and bucket "
+        "backups keep them: user ids and messages sealed, key destroyed; subject keys in clear",
+    )
 
     def __init__(self, platform: Platform) -> None:
         self.platform = platform

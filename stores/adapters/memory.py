@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from stores.adapters.common import chunks, digest
-from stores.adapters.interface import Beat, Bound, Remaining, Subject, Swept
+from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
 from stores.adapters.tombstone_reads import erased_session_ids
 from stores.identity import session_ref
 
@@ -88,6 +88,11 @@ class MemoryAdapter:
     name = "memory"
     after: tuple[str, ...] = ("sessions",)  # provenance is followed through the sessions step's tombstones
     batched = True
+    disposition = Disposition(
+        "deleted",
+        "dead tuples until vacuumed, WAL and database backups keep the rows: content and embeddings sealed, "
+        "key destroyed; user id, provenance, lifecycle columns and keyed word digests in clear",
+    )
 
     def __init__(self, platform: Platform) -> None:
         self.platform = platform

@@ -16,7 +16,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from stores.adapters.interface import Beat, Bound, Remaining, Subject, Swept
+from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
 from stores.identity import key_part, subject_key
 from stores.response_cache import entry_key, index_key
 
@@ -49,6 +49,10 @@ class ResponseCacheAdapter:
     name = "response_cache"
     after: tuple[str, ...] = ()
     batched = True
+    disposition = Disposition(
+        "deleted",
+        "snapshots and replicas of the cache keep entries until rewritten: prompts and responses sealed, key destroyed",
+    )
 
     def __init__(self, platform: Platform) -> None:
         self.platform = platform

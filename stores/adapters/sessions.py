@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from stores.adapters.common import belongs_to, chunks, digest
-from stores.adapters.interface import Beat, Bound, Remaining, Subject, Swept
+from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
 from stores.adapters.tombstone_reads import erased_session_ids
 from stores.redaction import sensitive
 from stores.sessions import SessionCounts
@@ -69,6 +69,11 @@ class SessionsAdapter:
     name = "sessions"
     after: tuple[str, ...] = ()
     batched = True
+    disposition = Disposition(
+        "deleted",
+        "dead tuples until vacuumed, WAL and database backups keep the rows: event data and state values "
+        "sealed, key destroyed; user id, session ids, state keys and timestamps in clear",
+    )
 
     def __init__(self, platform: Platform) -> None:
         self.platform = platform

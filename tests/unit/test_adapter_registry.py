@@ -33,6 +33,7 @@ def test_the_built_in_adapters_are_registered_by_entry_point() -> None:
         "keys": "stores.adapters.keys:KeysAdapter",
         "response_cache": "stores.adapters.response_cache:ResponseCacheAdapter",
         "chroma_memory": "stores.adapters.chroma_memory:ChromaMemoryAdapter",
+        "vacuum": "stores.adapters.vacuum:VacuumAdapter",
     }
 
 
@@ -76,6 +77,8 @@ def test_every_built_in_adapter_provides_the_whole_interface() -> None:
     from stores.adapters.memory import MemoryAdapter
     from stores.adapters.response_cache import ResponseCacheAdapter
     from stores.adapters.sessions import SessionsAdapter
+    from stores.adapters.vacuum import VacuumAdapter
 
-    for cls in (ArtifactsAdapter, SessionsAdapter, MemoryAdapter, LogsAdapter, KeysAdapter, ResponseCacheAdapter):
+    adapters = (ArtifactsAdapter, SessionsAdapter, MemoryAdapter, LogsAdapter, KeysAdapter, ResponseCacheAdapter)
+    for cls in (*adapters, VacuumAdapter):
         assert isinstance(cls.__new__(cls), EraseAdapter), cls.__name__

@@ -1,0 +1,142 @@
+"""The physical clean-up step: vacuum the tables the deleting steps touched, so dead tuples go.
+
+A deleted row stays on disk as a dead tuple (and as entries in every index of its table, pgvector's and the
+GIN provenance indexes included) until VACUUM removes it; only then can its space be reused. This step runs
+after the sessions and memory steps: ``VACUUM (INDEX_CLEANUP ON)`` on google-adk's tables and the memory
+table, one at a time, with a heartbeat between them. Plain VACUUM takes a lock that never blocks reads or
+writes of the platform (SHARE UPDATE EXCLUSIVE). ``INDEX_CLEANUP ON`` makes it clean the indexes even when
+few tuples died (PostgreSQL otherwise skips them, and the index entries, which hold the lookup columns,
+stay). Concurrent erasures share vacuums: a vacuum that started after a request's deletions covers it.
+
+What it does not reach, and what the receipt says so: WAL segments already written and every backup keep the
+old tuples; what those hold of the user is sealed under the user's data key (destroyed by the keys step),
+apart from the lookup columns. VACUUM leaves freed bytes in the page until they are overwritten. Its cost
+follows the tables' size, not the user's rows: it is the one step that does not; it is the platform's regular
+maintenance done sooner, and shared by the erasures that finish while one runs.
+
+Idempotent: a retry finds its tables covered (or vacuums again, harmlessly) and records the same rows.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from psycopg import Connection
+
+from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
+
+if TYPE_CHECKING:
+    from stores.platform import Platform
+    from stores.request_record import RequestRecord
+
+#: the tables the sessions and memory steps delete from (google-adk's and the memory table)
+TABLES = ("events", "sessions", "user_states", "memories")
+
+
+class VacuumAdapter:
+    name = "vacuum"
+    after: tuple[str, ...] = ("sessions", "memory")
+    batched = True  # a large table takes a while: heartbeats between tables
+    disposition = Disposition(
+        "physically_removed",
+        "dead tuples and index entries of the vacuumed tables removed; WAL segments already written and "
+        "database backups keep the old tuples (user content sealed, key destroyed; lookup columns in clear)",
+    )
+
+    def __init__(self, platform: Platform) -> None:
+        self.platform = platform
+
+    def locate(self, subject: Subject) -> dict[str, int]:
+        return {"tables": len(TABLES)}
+
+    def erase(self, subject: Subject, cursor: Mapping[str, Any], beat: Beat) -> dict[str, int]:
+        """Each table: covered by a vacuum that started after this request's deletions, or vacuumed now.
+
+        The deleting steps are done when this runs, so "now" bounds them. Under a per-table advisory lock
+        (waited for with heartbeats, never blocking the platform's own reads and writes), a vacuum this step
+        finished that started after that bound covers the request too: concurrent erasures share it."""
+        if not self._deleted_anything(subject):
+            for table in TABLES:  # nothing of this request left a dead tuple: covered as it is
+                self._record(subject.request_id, table)
+            return {"tables_vacuumed": 0, "tables_covered": 0}
+        with self.platform.pool.connection() as conn:
+            row = conn.execute("SELECT now()").fetchone()
+        deleted_by = row[0] if row else None
+        vacuumed = 0
+        for n, table in enumerate(TABLES):
+            vacuumed += self._cover(table, deleted_by, subject.request_id, beat)
+            beat({"stage": "vacuum", "tables": n + 1})
+        return {"tables_vacuumed": vacuumed, "tables_covered": len(TABLES) - vacuumed}
+
+    def _cover(self, table: str, deleted_by: datetime | None, request_id: str, beat: Beat) -> int:
+        """1 when this call vacuumed ``table``, 0 when a vacuum started after ``deleted_by`` covered it."""
+        with self.platform.pool.connection() as conn:  # autocommit: VACUUM cannot run in a transaction
+            lock = f"erasure.vacuum:{table}"
+            while not self._try_lock(conn, lock):
+                beat({"stage": "vacuum", "waiting_for": table})
+                time.sleep(0.5)
+            try:
+                last = conn.execute("SELECT started_at FROM table_vacuums WHERE table_name = %s", (table,)).fetchone()
+                ran = 0
+                if last is None or deleted_by is None or last[0] < deleted_by:
+                    started = conn.execute("SELECT clock_timestamp()").fetchone()
+                    conn.execute(f"VACUUM (INDEX_CLEANUP ON) {table}")  # a fixed name, never input
+                    conn.execute(
+                        "INSERT INTO table_vacuums (table_name, started_at, finished_at) "
+                        "VALUES (%s, %s, clock_timestamp()) ON CONFLICT (table_name) DO UPDATE "
+                        "SET started_at = excluded.started_at, finished_at = excluded.finished_at",
+                        (table, started[0] if started else deleted_by),
+                    )
+                    ran = 1
+                self._record(request_id, table)
+                return ran
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (lock,))
+
+    def _deleted_anything(self, subject: Subject) -> bool:
+        """Whether the sessions or memory step of this request deleted rows: what they found at the start, or
+        the memory rows it recorded as erased (by the subject key index). A session written past the fence
+        after the start and deleted by the step is left to autovacuum."""
+        record = self.platform.requests.record(subject.request_id)
+        found = record.found_at_start or {}
+        if any(found.get(store, 0) for store in ("sessions", "memory")):
+            return True
+        with self.platform.pool.connection() as conn:
+            row = conn.execute(
+                "SELECT 1 FROM erased_memories WHERE subject_key = %s AND request_id = %s LIMIT 1",
+                (subject.subject_key, subject.request_id),
+            ).fetchone()
+        return row is not None
+
+    def _record(self, request_id: str, table: str) -> None:
+        with self.platform.pool.connection() as conn:
+            conn.execute(
+                "INSERT INTO physical_cleanup (request_id, table_name) VALUES (%s, %s) "
+                "ON CONFLICT (request_id, table_name) DO UPDATE SET vacuumed_at = now()",
+                (request_id, table),
+            )
+
+    @staticmethod
+    def _try_lock(conn: Connection[tuple[Any, ...]], lock: str) -> bool:
+        got = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (lock,)).fetchone()
+        return bool(got and got[0])
+
+    def remaining(self, subject: Subject, record: RequestRecord, bound: Bound | None, beat: Beat) -> Remaining:
+        """Fails when a touched table was never vacuumed for this request (its step did not run or stopped)."""
+        with self.platform.pool.connection() as conn:
+            done = {
+                r[0]
+                for r in conn.execute(
+                    "SELECT table_name FROM physical_cleanup WHERE request_id = %s", (subject.request_id,)
+                ).fetchall()
+            }
+        return Remaining({"tables_not_vacuumed": len(set(TABLES) - done)})
+
+    def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:
+        return Swept()  # a sweep deletes little; autovacuum removes what it leaves
+
+    def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
+        return {"counts": {}}  # holds nothing of any user
