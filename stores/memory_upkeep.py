@@ -5,8 +5,9 @@
   is journalled (a restore replays it).
 - A write that ``contradicts`` rows marks both sides challenged: neither is preloaded as settled fact.
 - The per-user caps (records, tokens) are enforced: expired rows go first, then the lowest blended score,
-  never a pinned row (``memory_lifecycle.victims``). An evicted row is deleted with its embedding; eviction
-  is logged, counted and journalled. Eviction is not erasure: it gives no guarantee about copies elsewhere.
+  never a pinned row (``memory_lifecycle.victims``), and nothing while a legal hold is active on the user.
+  An evicted row is deleted with its embedding; eviction is logged, counted and journalled. Eviction is not
+  erasure: it gives no guarantee about copies elsewhere.
 
 Cost: one count by the subject key index per write, and the subject's rows only when a cap is exceeded.
 """
@@ -56,12 +57,14 @@ class MemoryUpkeep:
         caps: Caps,
         journal: LifecycleJournal | None = None,
         cache: Callable[[], ResponseCache | None] | None = None,
+        held: Callable[[str], bool] | None = None,
     ) -> None:
         self._store = store
         self._states = states
         self.caps = caps
         self._journal = journal
         self._cache = cache
+        self._held = held  # whether a legal hold is active on a subject: a hold preserves, nothing is evicted
         self._lock = threading.Lock()
         self.counts: dict[str, int] = {"superseded": 0, "challenged": 0, "evicted": 0, "cached_responses": 0}
 
@@ -112,6 +115,9 @@ class MemoryUpkeep:
         """Evict until the subject is within both caps; returns the evicted ids."""
         usage = self._states.usage(subject)
         if usage.records <= self.caps.max_records and usage.tokens <= self.caps.max_tokens:
+            return []
+        if self._held is not None and self._held(subject):
+            log.info("memory_eviction_held", subject_key=subject, rows=usage.records)
             return []
         chosen = victims(self._states.eviction_candidates(subject), self.caps, datetime.now(UTC))
         if not chosen:

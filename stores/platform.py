@@ -141,7 +141,12 @@ class Platform:
             self.memory_store, self.config.subject_secret, capture=SessionCapture(purpose, retention)
         )
         upkeep = MemoryUpkeep(
-            self.memory_store, self.memory_states, self.config.memory_caps, self.lifecycle_journal, self._cache
+            self.memory_store,
+            self.memory_states,
+            self.config.memory_caps,
+            self.lifecycle_journal,
+            self._cache,
+            held=lambda subject: self.requests.active_hold(subject) is not None,
         )
         return FencedMemoryService(inner, self.ledger, self.config.subject_secret, self.forgetting, upkeep)
 

@@ -387,3 +387,35 @@ def test_a_restore_from_before_a_correction_and_a_forget_replays_the_lifecycle(
     untouched()
     _, again = replay_lifecycle(platform)
     assert not any(again.values())  # idempotent
+
+
+def test_a_legal_hold_stops_eviction(platform: Platform) -> None:
+    """A hold preserves everything: a held user over the cap keeps every row; released, eviction resumes."""
+    (user,) = _users("held-capped")
+    sk = subject_key(platform.config.subject_secret, APP, user)
+    secret = platform.config.subject_secret
+    upkeep = MemoryUpkeep(
+        platform.memory_store,
+        platform.memory_states,
+        Caps(max_records=2),
+        platform.lifecycle_journal,
+        held=lambda subject: platform.requests.active_hold(subject) is not None,
+    )
+    service = FencedMemoryService(
+        PostgresMemoryService(platform.memory_store, secret), platform.ledger, secret, platform.forgetting, upkeep
+    )
+
+    async def put(text: str) -> None:
+        await service.add_memory(app_name=APP, user_id=user, memories=[_entry(text)], custom_metadata=TRAVEL)
+
+    platform.requests.place_hold(sk, APP, "litigation", "test")
+    try:
+        for text in ("I like trams", "I like ferries", "I like night buses", "I like cable cars"):
+            asyncio.run(put(text))
+        assert len(platform.memory_store.rows_of(APP, user)) == 4  # over the cap, nothing evicted
+        assert upkeep.counts["evicted"] == 0
+    finally:
+        platform.requests.release_hold(sk, "settled", "test")
+    asyncio.run(put("I like funiculars"))
+    assert len(platform.memory_store.rows_of(APP, user)) == 2
+    assert upkeep.counts["evicted"] == 3
