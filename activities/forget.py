@@ -20,8 +20,7 @@ from activities.support import PlatformActivities, beat, keep_sensitive, non_ret
 from stores.adapters.interface import AdapterNotConfigured
 from stores.forget_requests import ForgetPayload, ForgetRequestRow
 from stores.forgetting import TombstoneMatcher, journal_form
-from stores.identity import session_ref
-from stores.identity import subject_key as compute_key
+from stores.identity import session_ref, subject_of_stored
 from stores.item_forget import ForgetOutcome, ItemForgetter
 from stores.lifecycle_journal import LifecycleEntry
 from verifier.receipt import FORGET_SCHEMA_ID, digest, sign, signing_key
@@ -58,7 +57,8 @@ class ForgetActivities(PlatformActivities):
         keep_sensitive(payload.user_id, *payload.spans, *payload.state_keys, *payload.probes)
         if payload.session_id:
             keep_sensitive(payload.session_id)
-        if compute_key(self.platform.config.subject_secret, app_name, payload.user_id) != subject_key:
+        # the payload's id: a raw id checked at intake, or the subject key a row was filed under (expiry)
+        if subject_of_stored(self.platform.config.subject_secret, app_name, payload.user_id) != subject_key:
             raise non_retryable("subject key does not match the request", error_types.INVALID_IDENTIFIER)
         return row, payload
 
@@ -203,10 +203,10 @@ class ForgetActivities(PlatformActivities):
             service = platform.adk_session_service()
             done = 0
             try:
-                for sid in platform.sessions.session_ids(app, user):
-                    session = await service.get_session(app_name=app, user_id=user, session_id=sid)
+                for stored, sid in platform.sessions.filed_sessions(app, user):
+                    session = await service.get_filed_session(app_name=app, stored=stored, session_id=sid)
                     if session is not None:
-                        await platform.memory_service.add_session_to_memory(session)
+                        await platform.memory_service.add_filed_session_to_memory(session)
                         done += 1
                         beat(stage="reingest", sessions=done)
             finally:
@@ -288,8 +288,8 @@ class ForgetActivities(PlatformActivities):
         with self.platform.pool.connection() as conn:
             row = conn.execute(
                 "SELECT count(*) FROM user_states, jsonb_object_keys(state) AS k(key) "
-                "WHERE app_name = %s AND user_id = %s AND k.key = ANY(%s)",
-                (app, user, bare),
+                "WHERE app_name = %s AND user_id = ANY(%s) AND k.key = ANY(%s)",
+                (app, self.platform.sessions.stored_ids(app, user), bare),
             ).fetchone()
         return int(row[0]) if row else 0
 

@@ -57,14 +57,14 @@ def _event_texts(platform: Any, app_name: str, user_id: str, limit: int = 200) -
     its key gone, holds nothing readable to take canaries from)."""
     with platform.pool.connection() as conn:
         rows = conn.execute(
-            "SELECT session_id, id, event_data FROM events WHERE app_name = %s AND user_id = %s LIMIT %s",
-            (app_name, user_id, limit),
+            "SELECT user_id, session_id, id, event_data FROM events WHERE app_name = %s AND user_id = ANY(%s) LIMIT %s",
+            (app_name, platform.sessions.stored_ids(app_name, user_id), limit),
         ).fetchall()
     opener = RowSealer(platform.keys, platform.config.subject_secret)
     texts: list[str] = []
-    for session_id, event_id, stored in rows:
+    for filed, session_id, event_id, stored in rows:
         try:
-            data = opener.open_event(app_name, user_id, session_id, event_id, stored) if stored else {}
+            data = opener.open_event(app_name, filed, session_id, event_id, stored) if stored else {}
         except (DataKeyShredded, CiphertextInvalid):
             continue
         for part in (data.get("content") or {}).get("parts") or []:

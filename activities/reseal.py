@@ -52,6 +52,7 @@ def _counted(page: PageOutcome) -> ResealCounts:
         already_sealed=page.already_sealed,
         changed_meanwhile=page.changed_meanwhile,
         unsealable=page.unsealable,
+        refiled=page.refiled,
     )
 
 
@@ -98,6 +99,7 @@ class ResealActivities(PlatformActivities):
             sealed_rows=counts.sealed_rows,
             changed_meanwhile=counts.changed_meanwhile,
             unsealable=counts.unsealable,
+            refiled=counts.refiled,
         )
         return ResealPagesResult(cursor, done, counts)
 

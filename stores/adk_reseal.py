@@ -7,6 +7,14 @@ written it (``stores.adk_seal``): ``events.event_data`` whole, the plain values 
 ``user_states.state`` (values already sealed are left alone). Timestamps are not touched: google-adk's
 stale-session check reads ``update_time``, and a re-seal is no user write.
 
+Re-filing: a row under a raw user id (google-adk's plain service, or this service before rows were filed
+under the subject key) is moved under the user's subject key, its content opened (plain, or sealed bound to
+the raw id) and sealed again bound to the key, so no raw id stays in any live row. A session moves whole, in
+one transaction: the session row under the key, then each of its events (``UPDATE`` of the primary key; the
+foreign key now finds the new session), then the old session row. A ``user_states`` row is merged into the
+key's row (values already there win: they are newer). After the move the rows read as ``SealedSessionService``
+rows; their old tuples go with the next VACUUM.
+
 Idempotent: a sealed row is left alone, so a page done twice changes nothing the second time. Each
 ``UPDATE`` only applies while the row still holds what the page read; a row changed meanwhile (the
 sealed service rewrote it, sealed) is counted and left alone. A row whose app or user id no subject key
@@ -31,12 +39,13 @@ from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from psycopg import Connection
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from stores.adk_seal import RowSealer, event_is_sealed, state_is_sealed
 from stores.errors import CiphertextInvalid, DataKeyShredded, InvalidIdentifier
-from stores.identity import derived_key
+from stores.identity import derived_key, is_subject_key
 from stores.keys import DataKeyStore
 
 TABLES = ("events", "sessions", "user_states")
@@ -57,6 +66,7 @@ class PageOutcome:
     already_sealed: int = 0  # rows that held no plain content
     changed_meanwhile: int = 0  # rows rewritten between the read and the update: left alone
     unsealable: int = 0  # rows whose ids make no subject key: left alone
+    refiled: int = 0  # rows moved from the raw user id to the subject key
     last: tuple[str, ...] | None = None  # the last row's primary key (None: the table has no more rows)
 
 
@@ -81,7 +91,7 @@ class AdkResealer:
         rows = RowSealer(self._keys, self._secret)
         with self._pool.connection() as conn:
             found = conn.execute(query, (*(after or ()), limit)).fetchall()
-        counts = {"sealed_rows": 0, "already_sealed": 0, "changed_meanwhile": 0, "unsealable": 0}
+        counts = {"sealed_rows": 0, "already_sealed": 0, "changed_meanwhile": 0, "unsealable": 0, "refiled": 0}
         for row in found:
             counts[self._seal_row(rows, table, tuple(str(v) for v in row[:-1]), row[-1])] += 1
         last = tuple(str(v) for v in found[-1][:-1]) if found else None
@@ -91,6 +101,8 @@ class AdkResealer:
         """Seal one row's plain content; which count it goes to."""
         ids = dict(zip(_PRIMARY_KEY[table], key, strict=True))
         app, user = ids["app_name"], ids["user_id"]
+        if not is_subject_key(user):
+            return self._refile(rows, table, ids)
         try:
             if table == "events":
                 if not isinstance(content, dict) or event_is_sealed(content):
@@ -110,6 +122,72 @@ class AdkResealer:
                 (Jsonb(sealed), *key, Jsonb(content)),
             ).rowcount
         return "sealed_rows" if updated else "changed_meanwhile"
+
+    # ----- re-filing: from the raw user id to the subject key --------------------------------------
+
+    def _refile(self, rows: RowSealer, table: str, ids: dict[str, str]) -> str:
+        """Move one raw-filed row (an event: its whole session) under the subject key; which count."""
+        app, user = ids["app_name"], ids["user_id"]
+        try:
+            sk = rows.subject_key(app, user)
+        except InvalidIdentifier:
+            return "unsealable"
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                if table == "user_states":
+                    moved = self._refile_user_state(conn, rows, app, user, sk)
+                else:
+                    session_id = ids["session_id"] if table == "events" else ids["id"]
+                    moved = self._refile_session(conn, rows, app, user, sk, session_id)
+        except (DataKeyShredded, CiphertextInvalid):
+            return "unsealable"  # content no key opens (an erased user's late row): rolled back, left alone
+        return "refiled" if moved else "changed_meanwhile"
+
+    @staticmethod
+    def _refile_session(conn: Connection[Any], rows: RowSealer, app: str, user: str, sk: str, sid: str) -> bool:
+        found = conn.execute(
+            "SELECT state FROM sessions WHERE app_name = %s AND user_id = %s AND id = %s FOR UPDATE",
+            (app, user, sid),
+        ).fetchone()
+        if found is None:
+            return False  # moved already (by an earlier row of this page) or deleted meanwhile
+        state = rows.seal_state(app, sk, sid, rows.open_state(app, user, sid, found[0] or {}))
+        made = conn.execute(
+            "INSERT INTO sessions (app_name, user_id, id, state, create_time, update_time) "
+            "SELECT app_name, %s, id, %s, create_time, update_time FROM sessions "
+            "WHERE app_name = %s AND user_id = %s AND id = %s ON CONFLICT DO NOTHING",
+            (sk, Jsonb(state), app, user, sid),
+        ).rowcount
+        if not made:
+            return False  # the key already files a session of this id: left for an operator (counted)
+        for event_id, data in conn.execute(
+            "SELECT id, event_data FROM events WHERE app_name = %s AND user_id = %s AND session_id = %s",
+            (app, user, sid),
+        ).fetchall():
+            sealed = rows.seal_event(app, sk, sid, event_id, rows.open_event(app, user, sid, event_id, data or {}))
+            conn.execute(
+                "UPDATE events SET user_id = %s, event_data = %s "
+                "WHERE id = %s AND app_name = %s AND user_id = %s AND session_id = %s",
+                (sk, Jsonb(sealed), event_id, app, user, sid),
+            )
+        conn.execute("DELETE FROM sessions WHERE app_name = %s AND user_id = %s AND id = %s", (app, user, sid))
+        return True
+
+    @staticmethod
+    def _refile_user_state(conn: Connection[Any], rows: RowSealer, app: str, user: str, sk: str) -> bool:
+        found = conn.execute(
+            "DELETE FROM user_states WHERE app_name = %s AND user_id = %s RETURNING state, update_time",
+            (app, user),
+        ).fetchone()
+        if found is None:
+            return False
+        state = rows.seal_state(app, sk, None, rows.open_state(app, user, None, found[0] or {}))
+        conn.execute(
+            "INSERT INTO user_states (app_name, user_id, state, update_time) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (app_name, user_id) DO UPDATE SET state = EXCLUDED.state || user_states.state",
+            (app, sk, Jsonb(state), found[1]),
+        )
+        return True
 
     # ----- the cursor, sealed under the last row's user's key ------------------------------------
 

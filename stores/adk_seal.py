@@ -4,6 +4,9 @@ google-adk's ``DatabaseSessionService`` keeps a user's words in three tables. Ea
 under the user's data key (``DataKeyStore``, subject key of (app, user)) before it reaches the database, so
 shredding the key makes every older copy unreadable: dead tuples, WAL, replicas and backups.
 
+The ``user`` bound is the row's ``user_id`` column as stored: ``SealedSessionService`` files rows under the
+subject key (no raw id in any data file); rows google-adk's plain service wrote hold the raw id.
+
 =================  ==========================================  ===========================================
 table.column       sealed form                                 associated data (binds it to its row)
 =================  ==========================================  ===========================================
@@ -41,7 +44,7 @@ from typing import Any
 
 from stores.crypto import DataKey, key_id_of, open_sealed, seal
 from stores.errors import CiphertextInvalid, DataKeyShredded
-from stores.identity import subject_key
+from stores.identity import subject_of_stored
 from stores.keys import DataKeyStore
 
 EVENT_VERSION = "v1"
@@ -114,8 +117,10 @@ class RowSealer:
         self._reading: dict[uuid.UUID, DataKey] = {}
 
     def subject_key(self, app_name: str, user_id: str) -> str:
-        """The row's subject key (``InvalidIdentifier`` for ids no erasure could ever name)."""
-        return subject_key(self._secret, app_name, user_id)
+        """The subject key of a row's ``user_id``: the column's value when the row is filed under a subject key
+        (``SealedSessionService``), else the raw id's key (``InvalidIdentifier`` for ids no erasure could
+        ever name)."""
+        return subject_of_stored(self._secret, app_name, user_id)
 
     def _key_for(self, app_name: str, user_id: str) -> DataKey:
         hit = self._writing.get((app_name, user_id))

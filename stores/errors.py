@@ -7,7 +7,8 @@ StoreError
 ├── CiphertextInvalid      bytes that are not one of our ciphertexts, or were tampered with
 ├── RequestNotFound        no erasure request with that id
 ├── RecordInvalid          a request record of an unknown version or shape (non-retryable)
-└── PartialDelete          a batch delete whose reply listed keys it did not delete (retried)
+├── PartialDelete          a batch delete whose reply listed keys it did not delete (retried)
+└── CompactionIncomplete   volumes holding deleted objects the object store did not compact (retried)
 """
 
 
@@ -41,3 +42,7 @@ class RecordInvalid(StoreError):
 
 class PartialDelete(StoreError):
     """A ``DeleteObjects`` reply listed keys it did not delete: a failure to retry, never a success."""
+
+
+class CompactionIncomplete(StoreError):
+    """Volumes holding deleted objects stayed uncompacted (another vacuum running, a replica away): retried."""

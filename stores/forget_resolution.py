@@ -201,9 +201,10 @@ def resolve(
     sk = subject_key(secret, app_name, user_id)
     digests = [token_digest(secret, w) for w in words]
     with pool.connection() as conn:
-        state_row = conn.execute(
-            "SELECT state FROM user_states WHERE app_name = %s AND user_id = %s", (app_name, user_id)
-        ).fetchone()
+        state_rows = conn.execute(
+            "SELECT user_id, state FROM user_states WHERE app_name = %s AND user_id = ANY(%s) ORDER BY user_id",
+            (app_name, [sk, user_id]),
+        ).fetchall()
         others = conn.execute(
             "SELECT count(*) FROM (SELECT 1 FROM memories WHERE token_digests && %s::text[] AND subject_key <> %s "
             "LIMIT %s) AS holders",
@@ -215,8 +216,13 @@ def resolve(
             "JOIN memories m ON m.derived_from @> ARRAY[given.id]",
             (ids,),
         ).fetchone()
-    stored = state_row[0] if state_row and isinstance(state_row[0], dict) else {}
-    opened, unreadable = RowSealer(keys, secret).open_state_readable(app_name, user_id, None, stored)
+    opened: dict[str, object] = {}
+    unreadable = 0
+    for filed, stored in state_rows:  # under the subject key, and a legacy row under the raw id
+        some, failed = RowSealer(keys, secret).open_state_readable(
+            app_name, filed, None, stored if isinstance(stored, dict) else {}
+        )
+        opened, unreadable = {**some, **opened}, unreadable + failed
     values = [(k, v if isinstance(v, str) else json.dumps(v)) for k, v in opened.items()]
     states = [StateCandidate(f"user:{k}", v) for k, v in values if set(tokens(v)) & set(words)]
     warnings: list[str] = []

@@ -79,9 +79,14 @@ def derived_key(secret: bytes, purpose: str) -> bytes:
 
 
 def subject_key(secret: bytes, app_name: str, user_id: str) -> str:
-    """HMAC-SHA256 of (app, user) under the subject-key key: the only identity the orchestrator uses."""
+    """HMAC-SHA256 of (app, user) under the subject-key key: the only identity the orchestrator uses.
+
+    A user id of the subject key's own form (``sk_`` + 40 hex digits) is refused: stores file users' rows
+    under their subject key, so such an id would name another user's rows (``subject_of_stored``)."""
     validate_app_name(app_name)
     validate_id(user_id)
+    if is_subject_key(user_id):
+        raise InvalidIdentifier("user ids of the form sk_ + 40 hex digits are reserved for subject keys")
     msg = app_name.encode() + b"\x00" + user_id.encode("utf-8")
     return SUBJECT_KEY_PREFIX + hmac.new(derived_key(secret, "subject-key"), msg, hashlib.sha256).hexdigest()[:40]
 
@@ -89,8 +94,31 @@ def subject_key(secret: bytes, app_name: str, user_id: str) -> str:
 _SUBJECT_KEY = re.compile(r"^sk_[0-9a-f]{40}$")
 
 
+def subject_of_stored(secret: bytes, app_name: str, stored: str) -> str:
+    """The subject key of a ``user_id`` column value read from a store: the value itself when the row is
+    filed under a subject key, else the key of the raw id it holds. Only for values read from storage: an id
+    from a caller goes through ``subject_key``, which refuses the subject key's form."""
+    if is_subject_key(stored):
+        validate_app_name(app_name)
+        return stored
+    return subject_key(secret, app_name, stored)
+
+
+def stored_user_ids(secret: bytes, app_name: str, user_id: str) -> list[str]:
+    """What a store's ``user_id`` lookup column may hold for this user: the subject key (what this project's
+    services write, so no raw id reaches a data file) and the raw id (plain google-adk, rows from before).
+    Given a subject key (a value read from a store), just that key."""
+    key = subject_of_stored(secret, app_name, user_id)
+    return [key] if key == user_id else [key, user_id]
+
+
+def is_subject_key(value: str) -> bool:
+    """Whether ``value`` has a subject key's form (what the project's services file a user's rows under)."""
+    return bool(_SUBJECT_KEY.match(value))
+
+
 def validate_subject_key(value: str) -> str:
-    if not _SUBJECT_KEY.match(value):
+    if not is_subject_key(value):
         raise InvalidIdentifier("not a subject key")
     return value
 

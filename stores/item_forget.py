@@ -95,13 +95,13 @@ class ItemForgetter:
             if bare:
                 row = conn.execute(
                     "SELECT count(*) FROM user_states, jsonb_object_keys(state) AS k(key) "
-                    "WHERE app_name = %s AND user_id = %s AND k.key = ANY(%s)",
-                    (app_name, user_id, bare),
+                    "WHERE app_name = %s AND user_id = ANY(%s) AND k.key = ANY(%s)",
+                    (app_name, sorted({subject_key, user_id}), bare),
                 ).fetchone()
                 removed_keys = int(row[0]) if row else 0
                 conn.execute(
-                    "UPDATE user_states SET state = state - %s::text[] WHERE app_name = %s AND user_id = %s",
-                    (bare, app_name, user_id),
+                    "UPDATE user_states SET state = state - %s::text[] WHERE app_name = %s AND user_id = ANY(%s)",
+                    (bare, app_name, sorted({subject_key, user_id})),
                 )
         recorded = self._recorded(subject_key, request_id)
         return ForgetOutcome(

@@ -27,7 +27,7 @@ from psycopg_pool import ConnectionPool
 
 from stores.embedding import Embedder, HashingEmbedder, tokens
 from stores.errors import DataKeyShredded
-from stores.identity import derived_key, session_digest, session_ref, subject_key, token_digest
+from stores.identity import derived_key, session_digest, session_ref, subject_key, subject_of_stored, token_digest
 from stores.keys import DataKeyStore
 from stores.memory_lifecycle import (
     BASIS_CONFIDENCE,
@@ -170,7 +170,7 @@ class MemoryStore:
                 raise ValueError(f"unknown memory kind {m.kind!r}")
             if m.tier not in TIERS:
                 raise ValueError(f"unknown memory tier {m.tier!r}")
-            sk = subject_key(self._secret, m.app_name, m.user_id)
+            sk = subject_of_stored(self._secret, m.app_name, m.user_id)
             key_id, sealed = self._keys.encrypt(sk, m.text.encode("utf-8"), m.id.bytes)
             words = tokens(m.text)
             digests = sorted({token_digest(self._secret, t) for t in words})
@@ -180,7 +180,7 @@ class MemoryStore:
                 (
                     m.id,
                     m.app_name,
-                    m.user_id,
+                    sk,  # user_id: filed under the subject key, so no raw id reaches a data file
                     sk,
                     m.session_id,
                     m.kind,
@@ -275,7 +275,7 @@ class MemoryStore:
             candidates = conn.execute(
                 f"SELECT id, embedding_sealed, embedding::text FROM memories "
                 f"WHERE app_name = %(app)s AND user_id = %(user)s AND {where}",
-                {"app": app_name, "user": user_id, "threshold": threshold},
+                {"app": app_name, "user": subject_key(self._secret, app_name, user_id), "threshold": threshold},
                 binary=True,  # the sealed vectors arrive as bytes, not as hex text to parse
             ).fetchall()
             chosen = self._nearest(candidates, query_vec, limit)
@@ -347,14 +347,14 @@ class MemoryStore:
         with self._pool.connection() as conn:
             return conn.execute(
                 "DELETE FROM memories WHERE app_name = %s AND user_id = %s AND id = %s",
-                (app_name, user_id, uuid.UUID(memory_id)),
+                (app_name, subject_key(self._secret, app_name, user_id), uuid.UUID(memory_id)),
             ).rowcount
 
     def rows_of(self, app_name: str, user_id: str) -> list[tuple[uuid.UUID, str | None]]:
         with self._pool.connection() as conn:
             rows = conn.execute(
                 "SELECT id, session_id FROM memories WHERE app_name = %s AND user_id = %s ORDER BY id",
-                (app_name, user_id),
+                (app_name, subject_key(self._secret, app_name, user_id)),
             ).fetchall()
         return [(r[0], r[1]) for r in rows]
 
@@ -505,12 +505,6 @@ class MemoryEraser:
                 {"memories": [uuid.UUID(m) for m in memory_ids], "sessions": list(session_refs)},
             ).fetchone()
         return int(row[0]) if row else 0
-
-    def user_id_of(self, subject: str) -> str | None:
-        """The raw user id behind a subject key, if any memory row of theirs exists (indexed)."""
-        with self._pool.connection() as conn:
-            row = conn.execute("SELECT user_id FROM memories WHERE subject_key = %s LIMIT 1", (subject,)).fetchone()
-        return str(row[0]) if row else None
 
     def sample_sealed(self, subject: str) -> tuple[str, bytes] | None:
         """One (row id, ciphertext) of the user: kept by the verifier to prove the key is shredded."""

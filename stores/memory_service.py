@@ -25,7 +25,7 @@ from google.genai import types
 
 from stores.errors import InvalidIdentifier
 from stores.forgetting import STRENGTHS, ForgetLedger, TombstoneMatcher
-from stores.identity import session_ref, subject_key
+from stores.identity import is_subject_key, session_ref, subject_key, subject_of_stored
 from stores.memory import FencedWrite, FoundMemory, MemoryStore, NewMemory
 from stores.memory_capture import REASONS, refusal
 from stores.memory_entries import capture_of, content_text, entry_memory
@@ -69,7 +69,7 @@ def session_memories(session: Session, subject_secret: bytes, capture: SessionCa
     by their event, with the platform's purpose and retention for session memories."""
     capture = capture or SessionCapture()
     out: list[NewMemory] = []
-    ref = session_ref(subject_key(subject_secret, session.app_name, session.user_id), session.id)
+    ref = session_ref(subject_of_stored(subject_secret, session.app_name, session.user_id), session.id)
     for event in session.events:
         text = content_text(event.content)
         if not text.strip():
@@ -310,9 +310,11 @@ class FencedMemoryService(BaseMemoryService):
             await asyncio.to_thread(self.upkeep.after_write, sk, app_name, rows, written)
 
     def _subject(self, app_name: str, user_id: str) -> str | None:
-        """The subject key, or ``None`` for an id no store can hold (never raised into the agent's turn)."""
+        """The subject key, or ``None`` for an id no store can hold (never raised into the agent's turn). A
+        subject key given as the user id (a filed session, ``add_filed_session_to_memory``) is itself: the
+        public entry points refuse that form before (``_blocked``, ``_readable``)."""
         try:
-            return subject_key(self._secret, app_name, user_id)
+            return subject_of_stored(self._secret, app_name, user_id)
         except InvalidIdentifier:
             return None
 
@@ -321,9 +323,9 @@ class FencedMemoryService(BaseMemoryService):
             self.refused[why] += 1
         log.info("memory_write_refused", reason=why, subject_key=self._subject(app_name, user_id))
 
-    def _blocked(self, app_name: str, user_id: str, session_id: str | None) -> str | None:
+    def _blocked(self, app_name: str, user_id: str, session_id: str | None, filed: bool = False) -> str | None:
         sk = self._subject(app_name, user_id)
-        if sk is None:
+        if sk is None or (is_subject_key(user_id) and not filed):  # a caller's id never names a subject key
             return "invalid_identifier"
         if self._ledger.user_fenced(sk):
             return "user_fenced"
@@ -331,8 +333,8 @@ class FencedMemoryService(BaseMemoryService):
             return "session_tombstoned"
         return None
 
-    async def _check(self, app_name: str, user_id: str, session_id: str | None) -> bool:
-        why = await asyncio.to_thread(self._blocked, app_name, user_id, session_id)
+    async def _check(self, app_name: str, user_id: str, session_id: str | None, filed: bool = False) -> bool:
+        why = await asyncio.to_thread(self._blocked, app_name, user_id, session_id, filed)
         if why:
             self._refuse(why, app_name, user_id)
             return False
@@ -340,6 +342,13 @@ class FencedMemoryService(BaseMemoryService):
 
     async def add_session_to_memory(self, session: Session) -> None:
         if await self._check(session.app_name, session.user_id, session.id):
+            rows = session_memories(session, self._secret, self.inner.capture)
+            await self._write_unforgotten(session.app_name, session.user_id, rows)
+
+    async def add_filed_session_to_memory(self, session: Session) -> None:
+        """Ingest a session read by the ``user_id`` its rows hold (a subject key, or a raw id google-adk's
+        plain service wrote): the idle-session sweeper's, which reads ids from the tables. Same fence."""
+        if await self._check(session.app_name, session.user_id, session.id, filed=True):
             rows = session_memories(session, self._secret, self.inner.capture)
             await self._write_unforgotten(session.app_name, session.user_id, rows)
 
@@ -382,7 +391,7 @@ class FencedMemoryService(BaseMemoryService):
         return SearchMemoryResponse(memories=kept)
 
     async def _readable(self, app_name: str, user_id: str) -> bool:
-        sk = self._subject(app_name, user_id)
+        sk = None if is_subject_key(user_id) else self._subject(app_name, user_id)
         return sk is not None and not await asyncio.to_thread(self._ledger.user_fenced, sk)
 
     async def search_memory(self, *, app_name: str, user_id: str, query: str) -> SearchMemoryResponse:

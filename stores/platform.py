@@ -53,6 +53,7 @@ class PlatformConfig:
     pool_timeout: float = 5.0
     cache_url: str | None = None  # the Redis-protocol response cache; None: the platform has none
     chroma_path: str | None = None  # the Chroma memory backend's directory; None: the platform has none
+    s3_compaction_url: str | None = None  # the SeaweedFS master that compacts volumes; None: not offered
     webhook_urls: tuple[str, ...] = ()  # console-filed requests: signed webhooks on every state change
     webhook_secret: bytes = b""
     smtp_url: str | None = None  # the data subject's notice on completion; None: not sent
@@ -113,7 +114,7 @@ class Platform:
 
     @cached_property
     def sessions(self) -> SessionStore:
-        return SessionStore(self.pool)
+        return SessionStore(self.pool, self.config.subject_secret)
 
     @cached_property
     def artifact_service(self) -> S3ArtifactService:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from stores.adapters.interface import Subject
+from stores.identity import subject_key
 from stores.platform import Platform
 
 
@@ -27,12 +28,14 @@ def ids_holding_data(platform: Platform, app_name: str, user_ids: Sequence[str])
     """Those of ``user_ids`` with ADK sessions, ``user:`` state or memory rows in the app (indexed probes)."""
     if not user_ids:
         return []
-    with platform.pool.connection() as conn:
+    given = list(user_ids)
+    keys = [subject_key(platform.config.subject_secret, app_name, u) for u in given]
+    with platform.pool.connection() as conn:  # rows are filed under the subject key, or the raw id (plain ADK)
         rows = conn.execute(
-            "SELECT u FROM unnest(%s::text[]) AS given(u) WHERE"
-            " EXISTS (SELECT 1 FROM sessions s WHERE s.app_name = %s AND s.user_id = given.u)"
-            " OR EXISTS (SELECT 1 FROM user_states us WHERE us.app_name = %s AND us.user_id = given.u)"
-            " OR EXISTS (SELECT 1 FROM memories m WHERE m.app_name = %s AND m.user_id = given.u)",
-            (list(user_ids), app_name, app_name, app_name),
+            "SELECT u FROM unnest(%s::text[], %s::text[]) AS given(u, k) WHERE"
+            " EXISTS (SELECT 1 FROM sessions s WHERE s.app_name = %s AND s.user_id IN (given.u, given.k))"
+            " OR EXISTS (SELECT 1 FROM user_states us WHERE us.app_name = %s AND us.user_id IN (given.u, given.k))"
+            " OR EXISTS (SELECT 1 FROM memories m WHERE m.app_name = %s AND m.user_id IN (given.u, given.k))",
+            (given, keys, app_name, app_name, app_name),
         ).fetchall()
     return [r[0] for r in rows]

@@ -38,7 +38,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from google.adk.sessions import DatabaseSessionService
+from google.adk.events.event import Event
+from google.adk.sessions import DatabaseSessionService, Session
+from google.adk.sessions.base_session_service import GetSessionConfig, ListSessionsResponse
 from google.adk.sessions.schemas import v0, v1
 from sqlalchemy import event, inspect
 from sqlalchemy.ext.asyncio import async_sessionmaker
@@ -48,7 +50,8 @@ from sqlalchemy.orm.attributes import get_history
 from sqlalchemy.orm.base import PASSIVE_NO_INITIALIZE
 
 from stores.adk_seal import RowSealer
-from stores.errors import UnknownSchema
+from stores.errors import InvalidIdentifier, UnknownSchema
+from stores.identity import is_subject_key, subject_key
 from stores.keys import DataKeyStore
 
 _SEALING = "erasure.adk_sealing"  # Session.info: the service's keys
@@ -78,6 +81,7 @@ class SealedSessionService(DatabaseSessionService):
 
     def __init__(self, db_url: str, *, keys: DataKeyStore, subject_secret: bytes, **kwargs: Any) -> None:
         super().__init__(db_url=db_url, **kwargs)
+        self._subject_secret = subject_secret
         info = {_SEALING: _Sealing(keys, subject_secret)}
         engines = {
             "database_session_factory": self.db_engine,
@@ -93,6 +97,68 @@ class SealedSessionService(DatabaseSessionService):
                     bind=engines[name], expire_on_commit=False, sync_session_class=SealingOrmSession, info=info
                 ),
             )
+
+    # ----- the user id: filed under the subject key, the raw id only at this API -----------------------
+
+    def stored_user_id(self, app_name: str, user_id: str) -> str:
+        """The ``user_id`` the tables hold for this user: the subject key (``InvalidIdentifier`` for ids no
+        erasure could name)."""
+        return subject_key(self._subject_secret, app_name, user_id)
+
+    async def create_session(
+        self, *, app_name: str, user_id: str, state: dict[str, Any] | None = None, session_id: str | None = None
+    ) -> Session:
+        stored = self.stored_user_id(app_name, user_id)
+        made = await super().create_session(app_name=app_name, user_id=stored, state=state, session_id=session_id)
+        return _as_raw(made, user_id)
+
+    async def get_session(
+        self, *, app_name: str, user_id: str, session_id: str, config: GetSessionConfig | None = None
+    ) -> Session | None:
+        stored = self.stored_user_id(app_name, user_id)
+        got = await super().get_session(app_name=app_name, user_id=stored, session_id=session_id, config=config)
+        return None if got is None else _as_raw(got, user_id)
+
+    async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> ListSessionsResponse:
+        """A user's sessions (with the raw id), or, without ``user_id``, every user's: those carry the subject
+        key as their ``user_id`` (the tables hold no raw id to give back)."""
+        stored = None if user_id is None else self.stored_user_id(app_name, user_id)
+        listed = await super().list_sessions(app_name=app_name, user_id=stored)
+        if user_id is not None:
+            for one in listed.sessions:
+                _as_raw(one, user_id)
+        return listed
+
+    async def delete_session(self, app_name: str, user_id: str, session_id: str) -> None:
+        await super().delete_session(
+            app_name=app_name, user_id=self.stored_user_id(app_name, user_id), session_id=session_id
+        )
+
+    async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
+        return await super().get_user_state(app_name=app_name, user_id=self.stored_user_id(app_name, user_id))
+
+    async def append_event(self, session: Session, event: Event) -> Event:
+        """google-adk's append, with the session filed under its subject key for the call's duration (the
+        session object is the caller's: it gets the event and its state, and its raw id back)."""
+        raw = session.user_id
+        session.user_id = self.stored_user_id(session.app_name, raw)
+        try:
+            return await super().append_event(session, event)
+        finally:
+            session.user_id = raw
+
+    async def get_filed_session(self, *, app_name: str, stored: str, session_id: str) -> Session | None:
+        """A session by the ``user_id`` its rows hold (a subject key, or a raw id google-adk's plain service
+        wrote): for the orchestrator's own sweeps, which read ids from the tables. Its ``user_id`` is ``stored``."""
+        return await super().get_session(app_name=app_name, user_id=stored, session_id=session_id)
+
+    async def delete_filed_session(self, *, app_name: str, stored: str, session_id: str) -> None:
+        await super().delete_session(app_name=app_name, user_id=stored, session_id=session_id)
+
+
+def _as_raw(session: Session, user_id: str) -> Session:
+    session.user_id = user_id
+    return session
 
 
 # ----- writing: seal before the flush, put the plain content back after it --------------------------
@@ -132,6 +198,8 @@ def _seal_before_flush(session: OrmSession, _flush: UOWTransaction, _instances: 
     for obj in [*session.new, *session.dirty]:
         if isinstance(obj, _LEGACY):
             raise UnknownSchema("google-adk's legacy session schema cannot be sealed: migrate it first")
+        if isinstance(obj, _SEALED_CLASSES) and not is_subject_key(str(obj.user_id)):
+            raise InvalidIdentifier("a session row must be filed under the subject key, never a raw user id")
         found = _sealed_content(rows, obj)
         if found is not None:
             target, sealed = found

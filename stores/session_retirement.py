@@ -30,12 +30,11 @@ import structlog
 
 from stores.artifacts import session_prefix
 from stores.errors import InvalidIdentifier
-from stores.identity import subject_key, validate_app_name
+from stores.identity import subject_of_stored, validate_app_name
 
 if TYPE_CHECKING:
-    from google.adk.sessions import DatabaseSessionService
-
     from stores.platform import Platform
+    from stores.sealed_adk import SealedSessionService
 
 log = structlog.get_logger("stores.session_retirement")
 PAGE = 100
@@ -81,9 +80,10 @@ def idle_sessions(
 
 
 def _kept_because(platform: Platform, app_name: str, user_id: str) -> tuple[str | None, str | None]:
-    """(subject key, why the user's sessions are kept: ``held``, ``fenced``, ``invalid`` or None)."""
+    """(subject key, why the user's sessions are kept: ``held``, ``fenced``, ``invalid`` or None), for the
+    ``user_id`` a session row holds (a subject key, or a raw id google-adk's plain service wrote)."""
     try:
-        sk = subject_key(platform.config.subject_secret, app_name, user_id)
+        sk = subject_of_stored(platform.config.subject_secret, app_name, user_id)
     except InvalidIdentifier:
         return None, "invalid"
     if platform.requests.active_hold(sk) is not None:
@@ -94,19 +94,20 @@ def _kept_because(platform: Platform, app_name: str, user_id: str) -> tuple[str 
 
 
 async def _retire(
-    platform: Platform, service: DatabaseSessionService, app_name: str, s: IdleSession, sk: str, cutoff: datetime
+    platform: Platform, service: SealedSessionService, app_name: str, s: IdleSession, sk: str, cutoff: datetime
 ) -> tuple[str, int, int]:
-    """Ingest, delete artifacts, delete the session: (outcome, events, artifact versions removed)."""
-    session = await service.get_session(app_name=app_name, user_id=s.user_id, session_id=s.session_id)
+    """Ingest, delete artifacts, delete the session: (outcome, events, artifact versions removed). The
+    session is read by the ``user_id`` its row holds (the listing's), and ingested as filed under it."""
+    session = await service.get_filed_session(app_name=app_name, stored=s.user_id, session_id=s.session_id)
     if session is None or session.last_update_time >= cutoff.replace(tzinfo=UTC).timestamp():
         return "active_again", 0, 0
     try:
         prefix = session_prefix(app_name, sk, s.session_id)
     except InvalidIdentifier:
         return "invalid", 0, 0
-    await platform.memory_service.add_session_to_memory(session)  # first: a deleted session cannot be ingested
+    await platform.memory_service.add_filed_session_to_memory(session)  # first: a deleted one cannot be ingested
     removed = await asyncio.to_thread(platform.artifacts.erase_prefix, prefix)
-    await service.delete_session(app_name=app_name, user_id=s.user_id, session_id=s.session_id)
+    await service.delete_filed_session(app_name=app_name, stored=s.user_id, session_id=s.session_id)
     return "retired", len(session.events), removed
 
 

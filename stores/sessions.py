@@ -15,6 +15,7 @@ from datetime import datetime
 from psycopg_pool import ConnectionPool
 
 from stores.adk_schema import check_schema
+from stores.identity import stored_user_ids
 
 
 @dataclass(frozen=True)
@@ -34,9 +35,18 @@ class SessionCounts:
 
 
 class SessionStore:
-    def __init__(self, pool: ConnectionPool) -> None:
+    """google-adk's session tables, by user. A user's rows are filed under the subject key (what
+    ``SealedSessionService`` writes) or under the raw id (plain google-adk, rows written before): methods
+    given a raw ``user_id`` match both (``stored_ids``); the sweep's ``*_stored`` methods take column values."""
+
+    def __init__(self, pool: ConnectionPool, subject_secret: bytes) -> None:
         self._pool = pool
+        self._secret = subject_secret
         self._checked = False
+
+    def stored_ids(self, app_name: str, user_id: str) -> list[str]:
+        """The ``user_id`` column values the user's rows may hold: the subject key, then the raw id."""
+        return stored_user_ids(self._secret, app_name, user_id)
 
     def check_schema(self) -> None:
         if not self._checked:
@@ -48,25 +58,35 @@ class SessionStore:
         self.check_schema()
         with self._pool.connection() as conn:
             rows = conn.execute(
-                "SELECT id FROM sessions WHERE app_name = %s AND user_id = %s ORDER BY id",
-                (app_name, user_id),
+                "SELECT DISTINCT id FROM sessions WHERE app_name = %s AND user_id = ANY(%s) ORDER BY id",
+                (app_name, self.stored_ids(app_name, user_id)),
             ).fetchall()
         return [r[0] for r in rows]
+
+    def filed_sessions(self, app_name: str, user_id: str) -> list[tuple[str, str]]:
+        """(stored user id, session id) of the user's sessions, under either stored form."""
+        self.check_schema()
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT user_id, id FROM sessions WHERE app_name = %s AND user_id = ANY(%s) ORDER BY user_id, id",
+                (app_name, self.stored_ids(app_name, user_id)),
+            ).fetchall()
+        return [(str(r[0]), str(r[1])) for r in rows]
 
     def erase_sessions(self, app_name: str, user_id: str, session_ids: Sequence[str]) -> SessionCounts:
         """Delete the events and the sessions of one user; idempotent."""
         self.check_schema()
         if not session_ids:
             return SessionCounts()
-        ids = list(session_ids)
+        ids, owner = list(session_ids), self.stored_ids(app_name, user_id)
         with self._pool.connection() as conn, conn.transaction():
             events = conn.execute(
-                "DELETE FROM events WHERE app_name = %s AND user_id = %s AND session_id = ANY(%s)",
-                (app_name, user_id, ids),
+                "DELETE FROM events WHERE app_name = %s AND user_id = ANY(%s) AND session_id = ANY(%s)",
+                (app_name, owner, ids),
             ).rowcount
             sessions = conn.execute(
-                "DELETE FROM sessions WHERE app_name = %s AND user_id = %s AND id = ANY(%s)",
-                (app_name, user_id, ids),
+                "DELETE FROM sessions WHERE app_name = %s AND user_id = ANY(%s) AND id = ANY(%s)",
+                (app_name, owner, ids),
             ).rowcount
         return SessionCounts(sessions=sessions, events=events)
 
@@ -74,25 +94,26 @@ class SessionStore:
         self.check_schema()
         with self._pool.connection() as conn:
             n = conn.execute(
-                "DELETE FROM user_states WHERE app_name = %s AND user_id = %s", (app_name, user_id)
+                "DELETE FROM user_states WHERE app_name = %s AND user_id = ANY(%s)",
+                (app_name, self.stored_ids(app_name, user_id)),
             ).rowcount
         return SessionCounts(user_states=n)
 
-    def erase_user_state_before(self, app_name: str, user_id: str, before: datetime) -> SessionCounts:
+    def erase_user_state_before_stored(self, app_name: str, stored: str, before: datetime) -> SessionCounts:
         self.check_schema()
         with self._pool.connection() as conn:
             n = conn.execute(
                 "DELETE FROM user_states WHERE app_name = %s AND user_id = %s AND update_time < %s",
-                (app_name, user_id, before),
+                (app_name, stored, before),
             ).rowcount
         return SessionCounts(user_states=n)
 
-    def session_ids_created_before(self, app_name: str, user_id: str, before: datetime) -> list[str]:
+    def session_ids_created_before_stored(self, app_name: str, stored: str, before: datetime) -> list[str]:
         self.check_schema()
         with self._pool.connection() as conn:
             rows = conn.execute(
                 "SELECT id FROM sessions WHERE app_name = %s AND user_id = %s AND create_time < %s ORDER BY id",
-                (app_name, user_id, before),
+                (app_name, stored, before),
             ).fetchall()
         return [r[0] for r in rows]
 
@@ -100,10 +121,10 @@ class SessionStore:
         self.check_schema()
         with self._pool.connection() as conn:
             row = conn.execute(
-                "SELECT (SELECT count(*) FROM sessions WHERE app_name = %s AND user_id = %s),"
-                " (SELECT count(*) FROM events WHERE app_name = %s AND user_id = %s),"
-                " (SELECT count(*) FROM user_states WHERE app_name = %s AND user_id = %s)",
-                (app_name, user_id) * 3,
+                "SELECT (SELECT count(*) FROM sessions WHERE app_name = %s AND user_id = ANY(%s)),"
+                " (SELECT count(*) FROM events WHERE app_name = %s AND user_id = ANY(%s)),"
+                " (SELECT count(*) FROM user_states WHERE app_name = %s AND user_id = ANY(%s))",
+                (app_name, self.stored_ids(app_name, user_id)) * 3,
             ).fetchone()
         assert row is not None
         return SessionCounts(int(row[0]), int(row[1]), int(row[2]))
@@ -113,16 +134,18 @@ class SessionStore:
         self.check_schema()
         with self._pool.connection() as conn:
             row = conn.execute(
-                "SELECT (SELECT count(*) FROM sessions WHERE app_name = %s AND user_id = %s AND id = ANY(%s))"
-                " + (SELECT count(*) FROM events WHERE app_name = %s AND user_id = %s AND session_id = ANY(%s))",
-                (app_name, user_id, list(session_ids)) * 2,
+                "SELECT (SELECT count(*) FROM sessions WHERE app_name = %s AND user_id = ANY(%s) AND id = ANY(%s))"
+                " + (SELECT count(*) FROM events WHERE app_name = %s AND user_id = ANY(%s)"
+                " AND session_id = ANY(%s))",
+                (app_name, self.stored_ids(app_name, user_id), list(session_ids)) * 2,
             ).fetchone()
         return int(row[0]) if row else 0
 
     def owners_of_session_ids(
         self, app_name: str, session_ids: Sequence[str], belongs: Callable[[str], bool]
     ) -> dict[str, list[str]]:
-        """user id -> the given session ids filed under that user, for users ``belongs`` accepts.
+        """stored user id (raw or subject key) -> the given session ids filed under it, for those ``belongs``
+        accepts.
 
         ADK session ids are unique per (app, user) only: rows are found by (app, session id) through the
         ``erasure_*`` indexes, then kept only when their user's subject key matches (``belongs``), so another
@@ -144,8 +167,8 @@ class SessionStore:
                 owners.setdefault(user_id, []).append(session_id)
         return owners
 
-    def erase_sessions_dated_before(
-        self, app_name: str, user_id: str, session_ids: Sequence[str], before: datetime
+    def erase_sessions_dated_before_stored(
+        self, app_name: str, stored: str, session_ids: Sequence[str], before: datetime
     ) -> SessionCounts:
         """Sweep: the user's rows under these sessions dated before ``before`` (the erasure)."""
         self.check_schema()
@@ -155,12 +178,12 @@ class SessionStore:
         with self._pool.connection() as conn, conn.transaction():
             events = conn.execute(
                 "DELETE FROM events WHERE app_name = %s AND user_id = %s AND session_id = ANY(%s) AND timestamp < %s",
-                (app_name, user_id, ids, before),
+                (app_name, stored, ids, before),
             ).rowcount
             sessions = conn.execute(
                 "DELETE FROM sessions s WHERE s.app_name = %s AND s.user_id = %s AND s.id = ANY(%s) "
                 "AND s.create_time < %s AND NOT EXISTS (SELECT 1 FROM events e WHERE e.app_name = s.app_name "
                 "AND e.user_id = s.user_id AND e.session_id = s.id)",
-                (app_name, user_id, ids, before),
+                (app_name, stored, ids, before),
             ).rowcount
         return SessionCounts(sessions=sessions, events=events)

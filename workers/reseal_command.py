@@ -19,6 +19,7 @@ from workflows.reseal_contracts import RESEAL_RUN_ID, RESEAL_WORKFLOW, ResealCou
 def describe(counts: ResealCounts) -> str:
     return (
         f"{counts.rows} rows read, {counts.sealed_rows} sealed, {counts.already_sealed} already sealed, "
+        f"{counts.refiled} moved from the raw id to the subject key, "
         f"{counts.changed_meanwhile} changed meanwhile, {counts.unsealable} unsealable (ids make no subject key)"
     )
 

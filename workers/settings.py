@@ -188,6 +188,12 @@ class Settings(BaseSettings):
         le=1000,
         description="Keys per S3 DeleteObjects request (1-1000; lower for rate-limited stores).",
     )
+    s3_compaction_url: str = Field(
+        default="",
+        description="URL of the SeaweedFS master the physical clean-up asks to compact volumes holding deleted "
+        "objects. Empty: the local SeaweedFS's master (ERASURE_S3_PORT+1) in local mode, none otherwise (AWS S3 "
+        "offers no compaction: the provider reclaims deleted versions' space on its own schedule); 'none': none.",
+    )
     kms_endpoint: str = Field(
         default="",
         description="KMS endpoint URL. Empty: the local moto KMS on ERASURE_KMS_PORT; 'aws' for real AWS KMS.",
@@ -389,6 +395,11 @@ class Settings(BaseSettings):
             value = self.secret_value(name)
             if value and not re.fullmatch(r"[0-9a-fA-F]{64}", value):
                 raise ConfigError(f"{var(name)}{self._from(name)} must be 32 bytes (64 hex digits)")
+        compaction = self.s3_compaction_url
+        if compaction not in ("", "none") and not re.fullmatch(r"https?://[^\s/?#]+/?", compaction):
+            raise ConfigError(
+                f"ERASURE_S3_COMPACTION_URL must be the SeaweedFS master's http(s) URL or 'none', got {compaction!r}"
+            )
         if self.mode == "production":
             missing = [var(name) for name in required_in_production() if not self._plain(name)]
             if missing:
@@ -507,6 +518,19 @@ class Settings(BaseSettings):
         if self.s3_endpoint == "aws":
             return None
         return self.s3_endpoint or f"http://127.0.0.1:{self.s3_port}"
+
+    @property
+    def s3_compaction_master(self) -> str | None:
+        """The SeaweedFS master that compacts volumes; ``None`` when the object store offers no compaction.
+
+        The local stack's ``weed server`` puts its master on the port after the S3 gateway's (``S3Part``)."""
+        if self.s3_compaction_url == "none":
+            return None
+        if self.s3_compaction_url:
+            return self.s3_compaction_url.rstrip("/")
+        if self.production or not self.embedded_s3:
+            return None
+        return f"http://127.0.0.1:{self.s3_port + 1}"
 
     @property
     def embedded_cache(self) -> bool:

@@ -54,6 +54,7 @@ def platform_config(settings: Settings, secrets: Secrets | None = None, **overri
         s3_delete_batch=settings.s3_delete_batch,
         cache_url=settings.response_cache_url,
         chroma_path=settings.chroma_memory_path,
+        s3_compaction_url=settings.s3_compaction_master,
         webhook_urls=tuple(u.strip() for u in settings.webhook_urls.split(",") if u.strip()),
         webhook_secret=settings.webhook_secret.get_secret_value().encode(),
         smtp_url=settings.smtp_url.get_secret_value() or None,

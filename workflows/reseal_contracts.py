@@ -30,6 +30,7 @@ class ResealCounts:
     already_sealed: int = 0  # rows that held no plain content
     changed_meanwhile: int = 0  # rows rewritten while being re-sealed (by the sealed service): left alone
     unsealable: int = 0  # rows whose app or user id makes no subject key: left as they are
+    refiled: int = 0  # rows moved from the raw user id to the subject key (sealed on the way)
     restarts: int = 0  # tables walked again from the start (the cursor's key was shredded meanwhile)
 
     def plus(self, other: ResealCounts) -> ResealCounts:

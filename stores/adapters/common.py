@@ -21,10 +21,11 @@ def chunks(items: Sequence[Any]) -> list[list[Any]]:
 
 
 def belongs_to(secret: bytes, app_name: str, subject: str) -> Callable[[str], bool]:
-    """Whether a stored user id is the subject's; another user's malformed id is never the subject, never an
-    error (counted by the caller where it matters)."""
+    """Whether a stored user id is the subject's: the subject key itself (what the project's services write)
+    or a raw id that hashes to it. Another user's malformed id is never the subject, never an error
+    (counted by the caller where it matters)."""
 
     def belongs(user_id: str) -> bool:
-        return hash_or_none(secret, app_name, user_id) == subject
+        return user_id == subject or hash_or_none(secret, app_name, user_id) == subject  # a raw id is never key-shaped
 
     return belongs

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from stores.adapters.common import chunks, digest
 from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
 from stores.adapters.tombstone_reads import erased_session_ids
-from stores.identity import session_ref
+from stores.identity import session_ref, subject_key
 
 if TYPE_CHECKING:
     from stores.platform import Platform
@@ -164,7 +164,7 @@ class MemoryAdapter:
                 "embedding::text, embedding_sealed, created_at, purpose, retention_class, expires_at, source_kind, "
                 "source_ref, confidence_basis, confidence, reinforced_at, state, supersedes, challenged_by, "
                 "superseded_by, pinned, importance FROM memories WHERE app_name=%s AND user_id=%s ORDER BY id",
-                (app_name, user_id),
+                (app_name, subject_key(self.platform.config.subject_secret, app_name, user_id)),
             ).fetchall()
         return {
             "memories": digest(memories),

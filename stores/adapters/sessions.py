@@ -4,6 +4,10 @@ Erase: a permanent tombstone per session (recorded in the request, as keyed dige
 sessions 50 sessions per batch, then the ``user_states`` row ADK's own ``delete_session`` leaves behind.
 Remaining: rows under (app, user) while the raw id is known, and rows under the erased session ids whose
 user hashes to the subject (ADK session ids are unique per (app, user) only), by its own queries.
+
+A user's rows are filed under the subject key (``SealedSessionService``) or under the raw id (plain google-adk,
+rows from before): every lookup by user matches both, and once the raw id is forgotten the subject key still
+finds the first kind directly.
 """
 
 from __future__ import annotations
@@ -33,13 +37,14 @@ class SessionReads:
         self._pool = platform.pool
         self._secret = platform.config.subject_secret
 
-    def user_session_rows(self, app_name: str, user_id: str) -> dict[str, int]:
+    def user_session_rows(self, app_name: str, stored: Sequence[str]) -> dict[str, int]:
+        """Rows filed under any of ``stored`` (``user_id`` column values: the subject key, the raw id)."""
         with self._pool.connection() as conn:
             row = conn.execute(
-                "SELECT (SELECT count(*) FROM sessions WHERE app_name = %(a)s AND user_id = %(u)s),"
-                " (SELECT count(*) FROM events WHERE app_name = %(a)s AND user_id = %(u)s),"
-                " (SELECT count(*) FROM user_states WHERE app_name = %(a)s AND user_id = %(u)s)",
-                {"a": app_name, "u": user_id},
+                "SELECT (SELECT count(*) FROM sessions WHERE app_name = %(a)s AND user_id = ANY(%(u)s)),"
+                " (SELECT count(*) FROM events WHERE app_name = %(a)s AND user_id = ANY(%(u)s)),"
+                " (SELECT count(*) FROM user_states WHERE app_name = %(a)s AND user_id = ANY(%(u)s))",
+                {"a": app_name, "u": list(stored)},
             ).fetchone()
         assert row is not None
         return {"sessions": int(row[0]), "events": int(row[1]), "user_states": int(row[2])}
@@ -84,16 +89,14 @@ class SessionsAdapter:
 
     def locate(self, subject: Subject) -> dict[str, int]:
         """Sessions and the ``user_states`` row under (app, user), each probe stopped at 1,000 rows."""
-        if subject.user_id is None:
-            return {}
         with self.platform.pool.connection() as conn:
             row = conn.execute(
                 "SELECT"
-                " (SELECT count(*) FROM (SELECT 1 FROM sessions WHERE app_name = %(a)s AND user_id = %(u)s"
+                " (SELECT count(*) FROM (SELECT 1 FROM sessions WHERE app_name = %(a)s AND user_id = ANY(%(u)s)"
                 "  LIMIT 1000) s),"
-                " (SELECT count(*) FROM (SELECT 1 FROM user_states WHERE app_name = %(a)s AND user_id = %(u)s"
-                "  LIMIT 1000) u)",
-                {"a": subject.app_name, "u": subject.user_id},
+                " (SELECT count(*) FROM (SELECT 1 FROM user_states WHERE app_name = %(a)s"
+                "  AND user_id = ANY(%(u)s) LIMIT 1000) u)",
+                {"a": subject.app_name, "u": _stored(subject)},
             ).fetchone()
         assert row is not None
         return {"sessions": int(row[0]), "user_states": int(row[1])}
@@ -132,14 +135,14 @@ class SessionsAdapter:
                 subject.app_name, ids, self._belongs(subject), before
             )
         }
-        if subject.user_id is not None and bound is None:
-            counts.update(self.reads.user_session_rows(subject.app_name, subject.user_id))
+        if bound is None:
+            counts.update(self.reads.user_session_rows(subject.app_name, _stored(subject)))
         return Remaining(counts)
 
     def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:
         """The second sweep (``before=None``, raw id known): every session of the user again. Scheduled
         sweeps: rows under a tombstoned session id whose user hashes to the subject, and the sessions of
-        every such user (or the one a memory row reveals) created before the erasure."""
+        every such user and of the subject key created before the erasure."""
         platform, app, sk = self.platform, subject.app_name, subject.subject_key
         counts = SessionCounts()
         if before is None:
@@ -158,33 +161,35 @@ class SessionsAdapter:
             return Swept(_session_counts(counts))
         belongs = self._belongs(subject)
         owners = platform.sessions.owners_of_session_ids(app, platform.ledger.sessions_of(sk), belongs)
-        user_ids = set(owners) | {u for u in [platform.memory.user_id_of(sk)] if u and belongs(u)}
-        with sensitive(*user_ids):
-            for user_id in sorted(user_ids):
+        stored_ids = set(owners) | {sk}
+        with sensitive(*(stored_ids - {sk})):
+            for stored in sorted(stored_ids):
                 ids = sorted(
-                    set(owners.get(user_id, []))
-                    | set(platform.sessions.session_ids_created_before(app, user_id, before))
+                    set(owners.get(stored, []))
+                    | set(platform.sessions.session_ids_created_before_stored(app, stored, before))
                 )
                 platform.ledger.mark_sessions(app, ids, sk, subject.request_id)
-                counts += platform.sessions.erase_sessions_dated_before(app, user_id, ids, before)
-                counts += platform.sessions.erase_user_state_before(app, user_id, before)
+                counts += platform.sessions.erase_sessions_dated_before_stored(app, stored, ids, before)
+                counts += platform.sessions.erase_user_state_before_stored(app, stored, before)
         return Swept(_session_counts(counts))
 
     def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
+        stored = self.platform.sessions.stored_ids(app_name, user_id)
         with self.platform.pool.connection() as conn:
             sessions = conn.execute(
-                "SELECT id, state::text, create_time, update_time FROM sessions "
-                "WHERE app_name=%s AND user_id=%s ORDER BY id",
-                (app_name, user_id),
+                "SELECT user_id, id, state::text, create_time, update_time FROM sessions "
+                "WHERE app_name=%s AND user_id = ANY(%s) ORDER BY user_id, id",
+                (app_name, stored),
             ).fetchall()
             events = conn.execute(
-                "SELECT id, session_id, event_data::text, timestamp FROM events WHERE app_name=%s AND user_id=%s "
-                "ORDER BY session_id, id",
-                (app_name, user_id),
+                "SELECT user_id, id, session_id, event_data::text, timestamp FROM events "
+                "WHERE app_name=%s AND user_id = ANY(%s) ORDER BY user_id, session_id, id",
+                (app_name, stored),
             ).fetchall()
             user_state = conn.execute(
-                "SELECT state::text, update_time FROM user_states WHERE app_name=%s AND user_id=%s",
-                (app_name, user_id),
+                "SELECT user_id, state::text, update_time FROM user_states WHERE app_name=%s AND user_id = ANY(%s) "
+                "ORDER BY user_id",
+                (app_name, stored),
             ).fetchall()
         return {
             "sessions": digest(sessions),
@@ -192,6 +197,11 @@ class SessionsAdapter:
             "user_state": digest(user_state),
             "counts": {"sessions": len(sessions), "events": len(events), "user_state": len(user_state)},
         }
+
+
+def _stored(subject: Subject) -> list[str]:
+    """The ``user_id`` column values of the subject's rows: its key, and its raw id while known."""
+    return [subject.subject_key] + ([subject.user_id] if subject.user_id is not None else [])
 
 
 def _known(subject: Subject) -> str:

@@ -19,13 +19,13 @@ Idempotent: a retry finds its tables covered (or vacuums again, harmlessly) and 
 
 from __future__ import annotations
 
-import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from psycopg import Connection
 
+from stores.adapters.cleanup import CleanupBooks, covered_targets, found_any
 from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
 
 if TYPE_CHECKING:
@@ -34,12 +34,14 @@ if TYPE_CHECKING:
 
 #: the tables the sessions and memory steps delete from (google-adk's and the memory table)
 TABLES = ("events", "sessions", "user_states", "memories")
+#: what the presence probe at the start calls the rows those steps delete (their adapters' ``locate`` keys)
+FOUND_KEYS = ("sessions", "user_states", "memory_rows")
 
 
 class VacuumAdapter:
     name = "vacuum"
     after: tuple[str, ...] = ("sessions", "memory")
-    batched = True  # a large table takes a while: heartbeats between tables
+    batched = True  # a large table takes a while: heartbeats between tables and while one is vacuumed
     disposition = Disposition(
         "physically_removed",
         "dead tuples and index entries of the vacuumed tables removed; WAL segments already written and "
@@ -48,6 +50,7 @@ class VacuumAdapter:
 
     def __init__(self, platform: Platform) -> None:
         self.platform = platform
+        self.books = CleanupBooks(platform.pool, "vacuum")
 
     def locate(self, subject: Subject) -> dict[str, int]:
         return {}  # holds nothing of any user: "found at the start" stays about the user's data
@@ -60,49 +63,20 @@ class VacuumAdapter:
         finished that started after that bound covers the request too: concurrent erasures share it."""
         if not self._deleted_anything(subject):
             for table in TABLES:  # nothing of this request left a dead tuple: covered as it is
-                self._record(subject.request_id, table)
+                self.books.record(subject.request_id, table)
             return {"tables_vacuumed": 0, "tables_covered": 0}
-        with self.platform.pool.connection() as conn:
-            row = conn.execute("SELECT now()").fetchone()
-        deleted_by = row[0] if row else None
+        deleted_by = self.books.now()
         vacuumed = 0
         for n, table in enumerate(TABLES):
-            vacuumed += self._cover(table, deleted_by, subject.request_id, beat)
+            vacuumed += self.books.cover(table, deleted_by, subject.request_id, beat, _vacuum(table))
             beat({"stage": "vacuum", "tables": n + 1})
         return {"tables_vacuumed": vacuumed, "tables_covered": len(TABLES) - vacuumed}
-
-    def _cover(self, table: str, deleted_by: datetime | None, request_id: str, beat: Beat) -> int:
-        """1 when this call vacuumed ``table``, 0 when a vacuum started after ``deleted_by`` covered it."""
-        with self.platform.pool.connection() as conn:  # autocommit: VACUUM cannot run in a transaction
-            lock = f"erasure.vacuum:{table}"
-            while not self._try_lock(conn, lock):
-                beat({"stage": "vacuum", "waiting_for": table})
-                time.sleep(0.5)
-            try:
-                last = conn.execute("SELECT started_at FROM table_vacuums WHERE table_name = %s", (table,)).fetchone()
-                ran = 0
-                if last is None or deleted_by is None or last[0] < deleted_by:
-                    started = conn.execute("SELECT clock_timestamp()").fetchone()
-                    conn.execute(f"VACUUM (INDEX_CLEANUP ON) {table}")  # a fixed name, never input
-                    conn.execute(
-                        "INSERT INTO table_vacuums (table_name, started_at, finished_at) "
-                        "VALUES (%s, %s, clock_timestamp()) ON CONFLICT (table_name) DO UPDATE "
-                        "SET started_at = excluded.started_at, finished_at = excluded.finished_at",
-                        (table, started[0] if started else deleted_by),
-                    )
-                    ran = 1
-                self._record(request_id, table)
-                return ran
-            finally:
-                conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (lock,))
 
     def _deleted_anything(self, subject: Subject) -> bool:
         """Whether the sessions or memory step of this request deleted rows: what they found at the start, or
         the memory rows it recorded as erased (by the subject key index). A session written past the fence
         after the start and deleted by the step is left to autovacuum."""
-        record = self.platform.requests.record(subject.request_id)
-        found = record.found_at_start or {}
-        if any(found.get(store, 0) for store in ("sessions", "memory")):
+        if found_any(self.platform.requests.record(subject.request_id), FOUND_KEYS):
             return True
         with self.platform.pool.connection() as conn:
             row = conn.execute(
@@ -111,28 +85,9 @@ class VacuumAdapter:
             ).fetchone()
         return row is not None
 
-    def _record(self, request_id: str, table: str) -> None:
-        with self.platform.pool.connection() as conn:
-            conn.execute(
-                "INSERT INTO physical_cleanup (request_id, table_name) VALUES (%s, %s) "
-                "ON CONFLICT (request_id, table_name) DO UPDATE SET vacuumed_at = now()",
-                (request_id, table),
-            )
-
-    @staticmethod
-    def _try_lock(conn: Connection[tuple[Any, ...]], lock: str) -> bool:
-        got = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (lock,)).fetchone()
-        return bool(got and got[0])
-
     def remaining(self, subject: Subject, record: RequestRecord, bound: Bound | None, beat: Beat) -> Remaining:
         """Fails when a touched table was never vacuumed for this request (its step did not run or stopped)."""
-        with self.platform.pool.connection() as conn:
-            done = {
-                r[0]
-                for r in conn.execute(
-                    "SELECT table_name FROM physical_cleanup WHERE request_id = %s", (subject.request_id,)
-                ).fetchall()
-            }
+        done = covered_targets(self.platform.pool, subject.request_id)
         return Remaining({"tables_not_vacuumed": len(set(TABLES) - done)})
 
     def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:
@@ -140,3 +95,10 @@ class VacuumAdapter:
 
     def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
         return {"counts": {}}  # holds nothing of any user
+
+
+def _vacuum(table: str) -> Callable[[Connection[tuple[Any, ...]]], object]:
+    def run(conn: Connection[tuple[Any, ...]]) -> object:
+        return conn.execute(f"VACUUM (INDEX_CLEANUP ON) {table}")  # a fixed name (TABLES), never input
+
+    return run

@@ -54,8 +54,14 @@ def _event(text: str, delta: dict[str, Any] | None = None, inv: str = "inv-1") -
     )
 
 
+def _filed(platform: Platform, user: str) -> str:
+    """The ``user_id`` the sealed service files the user's rows under: the subject key."""
+    return subject_key(platform.config.subject_secret, APP, user)
+
+
 def _raw(platform: Platform, user: str) -> dict[str, list[tuple[Any, ...]]]:
-    """The user's rows as Postgres holds them (psycopg, no google-adk)."""
+    """The rows filed under ``user`` (a subject key, or a raw id) as Postgres holds them (psycopg, no
+    google-adk)."""
     with platform.pool.connection() as conn:
         return {
             "events": conn.execute(
@@ -136,17 +142,20 @@ async def test_agent_round_trip_is_plain_and_the_rows_are_sealed(platform: Platf
         }
         listed = await service.list_sessions(app_name=APP, user_id=user)
         assert [s.state["user:pet"] for s in listed.sessions] == [words["pangolin"]]
-        everyone = await service.list_sessions(app_name=APP)
-        assert {s.user_id for s in everyone.sessions} >= {user, other}
+        everyone = await service.list_sessions(app_name=APP)  # app-wide: the tables hold keys, no raw ids
+        assert {s.user_id for s in everyone.sessions} >= {_filed(platform, user), _filed(platform, other)}
         assert await service.get_user_state(app_name=APP, user_id=user) == {
             "city": words["ocelot"],
             "pet": words["pangolin"],
         }
 
-        # in Postgres: no canary anywhere, every content value sealed, ids and state keys readable
-        raw, raw_other = _raw(platform, user), _raw(platform, other)
-        stored = _texts(raw) + _texts(raw_other)
-        assert not [w for w in words.values() if w in stored]
+        # in Postgres: no canary and no raw user id anywhere, every content value sealed, rows filed under
+        # the subject key, state keys readable
+        filed, filed_other = _filed(platform, user), _filed(platform, other)
+        assert _raw(platform, user) == _raw(platform, other) == {"events": [], "sessions": [], "user_states": []}
+        raw, raw_other = _raw(platform, filed), _raw(platform, filed_other)
+        stored = _texts(raw) + _texts(raw_other) + str(raw) + str(raw_other)
+        assert not [w for w in [*words.values(), user, other, run] if w in stored]
         assert len(raw["events"]) == 2
         assert all(event_is_sealed(data) for _s, _i, data, _t in raw["events"])
         assert set(raw["sessions"][0][1]) == {"topic", "turns", "nested", "mood"}
@@ -162,21 +171,22 @@ async def test_agent_round_trip_is_plain_and_the_rows_are_sealed(platform: Platf
         assert _owner_of(platform, raw_other["user_states"][0][0]["city"]) == sk_other
         rows = RowSealer(platform.keys, secret)
         with pytest.raises(CiphertextInvalid):
-            rows.open_state_value(APP, user, None, "pet", raw["user_states"][0][0]["city"])
+            rows.open_state_value(APP, filed, None, "pet", raw["user_states"][0][0]["city"])
+        with pytest.raises(CiphertextInvalid):  # bound to the row's user id as filed
+            rows.open_state_value(APP, filed_other, None, "city", raw["user_states"][0][0]["city"])
         session_id, event_id, data, _text = raw["events"][0]
         with pytest.raises(CiphertextInvalid):
-            rows.open_event(APP, user, session_id, f"{event_id}-moved", data)
-        _open_all(platform, user, raw)
+            rows.open_event(APP, filed, session_id, f"{event_id}-moved", data)
+        _open_all(platform, filed, raw)
         resealer = AdkResealer(platform.pool, platform.keys, secret)
-        token = resealer.cursor_token("sessions", (APP, user, session.id))
-        assert user not in token
-        assert resealer.cursor_of("sessions", token) == (APP, user, session.id)
+        token = resealer.cursor_token("sessions", (APP, filed, session.id))
+        assert resealer.cursor_of("sessions", token) == (APP, filed, session.id)
 
         # the erasure's keys step: shred the user's key; the user's rows no longer open, the other's do
         assert platform.keys.shred(sk) >= 1
         with pytest.raises(DataKeyShredded):
-            _open_all(platform, user, _raw(platform, user))
-        _open_all(platform, other, _raw(platform, other))
+            _open_all(platform, filed, _raw(platform, filed))
+        _open_all(platform, filed_other, _raw(platform, filed_other))
         with pytest.raises(DataKeyShredded):
             await service.get_session(app_name=APP, user_id=user, session_id=session.id)
         with pytest.raises(DataKeyShredded):
@@ -219,10 +229,17 @@ async def test_legacy_plain_rows_still_read_and_the_reseal_seals_them_once(saga:
     finally:
         await plain.close()
     assert all(w in _texts(_raw(platform, user)) for w in words)  # google-adk's own service: plain text
+    plain = platform.plain_adk_session_service()
+    try:
+        before = await plain.get_session(app_name=APP, user_id=user, session_id=legacy.id)
+    finally:
+        await plain.close()
 
     service = platform.adk_session_service()
+    filed = _filed(platform, user)
     try:
-        before = await service.get_session(app_name=APP, user_id=user, session_id=legacy.id)
+        # filed under the raw id: the sealed service (which files under the subject key) finds it once moved
+        assert await service.get_session(app_name=APP, user_id=user, session_id=legacy.id) is None
         assert before is not None
         assert before.state == {"topic": words[0], "user:city": words[1], "user:pet": words[3]}
         assert before.events[0].content is not None
@@ -239,13 +256,15 @@ async def test_legacy_plain_rows_still_read_and_the_reseal_seals_them_once(saga:
         first, progress, continued = await _reseal(saga, run, 1, page_size)
         assert progress.status == "done"
         assert progress.tables_done == list(RESEAL_TABLES)
-        assert first.sealed_rows >= 3  # the legacy event, session and user state at least
+        assert first.refiled >= 2  # the legacy session (with its event) and user state, moved and sealed
         assert first.rows >= total
         assert continued  # more pages than one run takes (3): it continued as new, carrying cursor and counts
-        raw = _raw(platform, user)
-        assert not [w for w in words if w in _texts(raw)]
+        assert _raw(platform, user) == {"events": [], "sessions": [], "user_states": []}  # no raw id left
+        raw = _raw(platform, filed)
+        assert [len(rows) for rows in raw.values()] == [1, 1, 1]
+        assert not [w for w in [*words, user, run] if w in _texts(raw) + str(raw)]
         assert event_is_sealed(raw["events"][0][2])
-        _open_all(platform, user, raw)
+        _open_all(platform, filed, raw)
 
         after = await service.get_session(app_name=APP, user_id=user, session_id=legacy.id)
         assert after is not None
@@ -254,9 +273,9 @@ async def test_legacy_plain_rows_still_read_and_the_reseal_seals_them_once(saga:
         assert after.last_update_time == before.last_update_time  # a re-seal is no user write
 
         second, _, _ = await _reseal(saga, run, 2, page_size)
-        assert second.sealed_rows == 0
+        assert second.sealed_rows == second.refiled == 0
         assert second.rows >= 3
-        assert _raw(platform, user) == raw  # byte-identical: sealed rows are left alone
+        assert _raw(platform, filed) == raw  # byte-identical: sealed rows are left alone
     finally:
         await service.close()
         platform.sessions.erase_sessions(APP, user, [legacy.id])
@@ -298,8 +317,9 @@ async def test_a_retried_reseal_attempt_resumes_from_its_heartbeat(platform: Pla
             ActivityEnvironment().run, activities.reseal_pages, ResealPagesInput("user_states", "", 1000, 1000)
         )
         assert fresh.done
-        assert fresh.counts.sealed_rows >= 1
-        assert word not in _texts(_raw(platform, user))
+        assert fresh.counts.refiled >= 1
+        assert _raw(platform, user)["user_states"] == []
+        assert word not in _texts(_raw(platform, _filed(platform, user)))
     finally:
         platform.sessions.erase_sessions(APP, user, [legacy.id])
         platform.sessions.erase_user_state(APP, user)
@@ -312,7 +332,9 @@ async def test_the_cli_starts_one_reseal_and_follows_its_progress(
     again = await reseal_command.start(saga.client, saga.settings.task_queue, ResealInput(page_size=500))
     assert again.result_run_id == first.result_run_id  # one re-seal at a time: a second call attaches
     counts = await asyncio.wait_for(reseal_command.follow(saga.client, first, interval=0.2), 300)
-    assert counts.rows == counts.sealed_rows + counts.already_sealed + counts.changed_meanwhile + counts.unsealable
+    assert counts.rows == (
+        counts.sealed_rows + counts.already_sealed + counts.changed_meanwhile + counts.unsealable + counts.refiled
+    )
     shown = capsys.readouterr().out
     assert "rows read" in shown
     assert "@example.org" not in shown  # progress is counts and table names only

@@ -1,0 +1,123 @@
+"""What the physical clean-up steps (``vacuum``, ``compaction``) share: one run covering concurrent erasures,
+heartbeats while a run blocks, and the bookkeeping the checks read (migration 0014).
+
+``table_vacuums`` holds the last run this project finished per *target* (a table, or the object store's
+volumes) with when it started; ``physical_cleanup`` holds, per (request, target), when the request was
+covered. A run that started after a request's deletions had landed covers that request too: erasures that
+finish while one runs share it. The lock per target is a Postgres advisory lock (waited for with
+heartbeats); it never touches the platform's own reads and writes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any, TypeVar
+
+from psycopg import Connection
+from psycopg_pool import ConnectionPool
+
+from stores.adapters.interface import Beat
+from stores.request_record import RequestRecord
+
+T = TypeVar("T")
+BEAT_EVERY = 2.0  # seconds between heartbeats while a run blocks (the step's heartbeat timeout is 10 s)
+
+
+def found_any(record: RequestRecord, keys: Iterable[str]) -> bool:
+    """Whether the presence probe at the request's start found any of ``keys`` (adapters' ``locate`` keys)."""
+    found = record.found_at_start or {}
+    return any(found.get(key, 0) for key in keys)
+
+
+def while_beating(run: Callable[[], T], beat: Beat, details: dict[str, Any], every: float = BEAT_EVERY) -> T:
+    """``run()`` in a thread of its own, heartbeating ``details`` while it blocks; its result or its error.
+
+    A daemon thread: an attempt stopped by worker shutdown (its heartbeat raises) does not wait for it."""
+    done = threading.Event()
+    out: list[T] = []
+    failed: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            out.append(run())
+        except BaseException as exc:  # handed to the caller's thread
+            failed.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=target, name="cleanup-run", daemon=True).start()
+    while not done.wait(every):
+        beat(details)
+    if failed:
+        raise failed[0]
+    return out[0]
+
+
+def covered_targets(pool: ConnectionPool, request_id: str) -> set[str]:
+    """The checks' read: the targets recorded as covered for the request."""
+    with pool.connection() as conn:
+        rows = conn.execute("SELECT table_name FROM physical_cleanup WHERE request_id = %s", (request_id,)).fetchall()
+    return {r[0] for r in rows}
+
+
+class CleanupBooks:
+    """Runs shared per target, and the per-request record of what covered each request."""
+
+    def __init__(self, pool: ConnectionPool, stage: str) -> None:
+        self.pool = pool
+        self.stage = stage  # "vacuum", "compaction": names the advisory locks and the heartbeats
+
+    def now(self) -> datetime | None:
+        with self.pool.connection() as conn:
+            row = conn.execute("SELECT now()").fetchone()
+        return row[0] if row else None
+
+    def record(self, request_id: str, target: str) -> None:
+        with self.pool.connection() as conn:
+            conn.execute(
+                "INSERT INTO physical_cleanup (request_id, table_name) VALUES (%s, %s) "
+                "ON CONFLICT (request_id, table_name) DO UPDATE SET vacuumed_at = now()",
+                (request_id, target),
+            )
+
+    def cover(
+        self,
+        target: str,
+        landed_by: datetime | None,
+        request_id: str,
+        beat: Beat,
+        run: Callable[[Connection[tuple[Any, ...]]], object],
+    ) -> int:
+        """1 when this call ran ``run`` for ``target``, 0 when a run that started after ``landed_by`` (the
+        time by which the request's deletions had reached the store) covered it; the request recorded either
+        way. ``run`` gets the connection holding the lock (autocommit: VACUUM cannot run in a transaction)."""
+        with self.pool.connection() as conn:
+            lock = f"erasure.{self.stage}:{target}"
+            while not _try_lock(conn, lock):
+                beat({"stage": self.stage, "waiting_for": target})
+                time.sleep(0.5)
+            try:
+                last = conn.execute("SELECT started_at FROM table_vacuums WHERE table_name = %s", (target,)).fetchone()
+                ran = 0
+                if last is None or landed_by is None or last[0] < landed_by:
+                    started = conn.execute("SELECT clock_timestamp()").fetchone()
+                    while_beating(lambda: run(conn), beat, {"stage": self.stage, "running": target})
+                    conn.execute(
+                        "INSERT INTO table_vacuums (table_name, started_at, finished_at) "
+                        "VALUES (%s, %s, clock_timestamp()) ON CONFLICT (table_name) DO UPDATE "
+                        "SET started_at = excluded.started_at, finished_at = excluded.finished_at",
+                        (target, started[0] if started else landed_by),
+                    )
+                    ran = 1
+                self.record(request_id, target)
+                return ran
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (lock,))
+
+
+def _try_lock(conn: Connection[tuple[Any, ...]], lock: str) -> bool:
+    got = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (lock,)).fetchone()
+    return bool(got and got[0])
