@@ -1,9 +1,10 @@
 """Retention expiry's activities: a page of expired rows by the expiry index, and one group's forget filed.
 
-``expiry_file`` reads the raw user id from the group's own rows (``memories.user_id``), checks it against
-the subject key, seals it with the rows' words (the verifier's recall probes) in the forget request store,
-and returns only the request id and the row ids. Filing is idempotent: the request id is derived from the
-subject and the sorted row ids, so a retried attempt or a re-run sweep finds the request it filed before.
+``expiry_file`` reads the user id the group's own rows are filed under (``memories.user_id``: the subject
+key; a raw id in rows from before migration 0015), checks it against the subject key, seals it with the
+rows' words (the verifier's recall probes) in the forget request store, and returns only the request id and
+the row ids. Filing is idempotent: the request id is derived from the subject and the sorted row ids, so a
+retried attempt or a re-run sweep finds the request it filed before.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from temporalio import activity
 from activities.support import PlatformActivities, beat, count, keep_sensitive, translate_errors
 from stores.errors import InvalidIdentifier, RequestNotFound
 from stores.forget_requests import FINAL, ForgetPayload
-from stores.identity import subject_key as compute_key
+from stores.identity import subject_of_stored
 from stores.retention_expiry import MAX_GENERATIONS, ExpiredItem, expiry_request_id, grouped, still_expired
 from workflows.expiry_contracts import (
     ExpiryActivityNames,
@@ -96,7 +97,7 @@ class ExpiryActivities(PlatformActivities):
 
         def is_own(item: ExpiredItem) -> bool:
             try:
-                return compute_key(secret, app_name, item.user_id) == subject_key
+                return subject_of_stored(secret, app_name, item.user_id) == subject_key
             except InvalidIdentifier:
                 return False
 

@@ -28,13 +28,16 @@ class DirectResult:
 
 def erase_directly(platform: Platform, app_name: str, user_id: str) -> DirectResult:
     sk = subject_key(platform.config.subject_secret, app_name, user_id)
+    filed = [sk, user_id]  # google-adk rows: under the subject key (sealed service), or the raw id (plain)
     with platform.pool.connection() as conn, conn.transaction():
-        events = conn.execute("DELETE FROM events WHERE app_name = %s AND user_id = %s", (app_name, user_id)).rowcount
+        events = conn.execute(
+            "DELETE FROM events WHERE app_name = %s AND user_id = ANY(%s)", (app_name, filed)
+        ).rowcount
         sessions = conn.execute(
-            "DELETE FROM sessions WHERE app_name = %s AND user_id = %s", (app_name, user_id)
+            "DELETE FROM sessions WHERE app_name = %s AND user_id = ANY(%s)", (app_name, filed)
         ).rowcount
         states = conn.execute(
-            "DELETE FROM user_states WHERE app_name = %s AND user_id = %s", (app_name, user_id)
+            "DELETE FROM user_states WHERE app_name = %s AND user_id = ANY(%s)", (app_name, filed)
         ).rowcount
         memories = conn.execute("DELETE FROM memories WHERE subject_key = %s", (sk,)).rowcount
 

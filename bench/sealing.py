@@ -95,7 +95,7 @@ def seed_search_users(platform: Platform, app: str, rows: int, seed: int = 7) ->
         cur.executemany(
             "INSERT INTO memories (id, app_name, user_id, subject_key, kind, key_id, content_sealed, embedding, "
             "purpose) VALUES (%s, %s, %s, %s, 'episode', %s, '\\x00'::bytea, %s::vector, 'bench')",
-            [(uuid.uuid4(), app, plain_user, twin, uuid.uuid4(), vector_literal(embedder.embed(t))) for t in texts],
+            [(uuid.uuid4(), app, twin, twin, uuid.uuid4(), vector_literal(embedder.embed(t))) for t in texts],
         )
     return sealed_user, plain_user
 
@@ -107,7 +107,7 @@ def _plain_search(platform: Platform, app: str, user: str, query: str, opened: l
         rows = conn.execute(
             "SELECT id, content_sealed FROM memories WHERE app_name = %s AND user_id = %s "
             "ORDER BY embedding <=> %s::vector LIMIT 10",
-            (app, user, vec),
+            (app, subject_key(platform.config.subject_secret, app, user), vec),
         ).fetchall()
     for row_id, sealed in opened[: len(rows)]:  # the twin's bytes are opaque: open the sealed user's ten
         platform.memory_store.decrypt_row(row_id, sealed)
@@ -119,7 +119,7 @@ def search_cost(platform: Platform, app: str, rows: int, repeats: int = 15) -> S
     with platform.pool.connection() as conn:
         sample = conn.execute(
             "SELECT id, content_sealed FROM memories WHERE app_name = %s AND user_id = %s LIMIT 10",
-            (app, sealed_user),
+            (app, subject_key(platform.config.subject_secret, app, sealed_user)),
         ).fetchall()
     opened = [(r[0], bytes(r[1])) for r in sample]
     sealed_times: list[float] = []

@@ -1,9 +1,9 @@
 """Retention expiry's store side: group a page of expired rows, re-read a group, name its forget request.
 
 Every lookup is by the partial expiry index (``MemoryStates.expired``) or by primary key within one subject:
-cost follows the expired rows. The raw user id is read from the rows themselves (``memories.user_id``) by
-the filing activity, checked against the subject key, and sealed with the forget request; it is never
-returned to the sweep.
+cost follows the expired rows. The user id the rows are filed under (``memories.user_id``, the subject key)
+is read from the rows themselves by the filing activity, checked against the subject key, and sealed with
+the forget request; it is never returned to the sweep.
 """
 
 from __future__ import annotations

@@ -84,10 +84,14 @@ class CompactionAdapter:
 
     def erase(self, subject: Subject, cursor: Mapping[str, Any], beat: Beat) -> dict[str, int]:
         """Covered by a compaction that started after this request's deletions had landed, or compacted now."""
-        counts = {"offered": int(self.master is not None), "compactions_run": 0, "volumes_compacted": 0}
-        if self.master is None or not self._deleted_anything(subject):
-            self.books.record(subject.request_id, TARGET)  # nothing to compact, or nothing to compact with
-            return {**counts, "volumes_read_only": 0}
+        nothing = {"compactions_run": 0, "volumes_compacted": 0, "volumes_read_only": 0}
+        if self.master is None:
+            self.books.record(subject.request_id, TARGET)  # nothing to compact with
+            return {"offered": 0, **nothing}
+        if not self._deleted_anything(subject):
+            self.books.record(subject.request_id, TARGET)  # nothing of this request to compact: all zeros
+            return nothing
+        counts = {"offered": 1, "compactions_run": 0, "volumes_compacted": 0}
         master = self.master
         landed_by = self._settle(beat)
         outcomes: list[Outcome] = []

@@ -77,7 +77,7 @@ class SessionsAdapter:
     disposition = Disposition(
         "deleted",
         "dead tuples until vacuumed, WAL and database backups keep the rows: event data and state values "
-        "sealed, key destroyed; user id, session ids, state keys and timestamps in clear",
+        "sealed, key destroyed; subject key (no raw id), session ids, state keys and timestamps in clear",
     )
 
     def __init__(self, platform: Platform) -> None:

@@ -322,7 +322,7 @@ async def test_ingestion_comes_first_and_a_failed_ingestion_deletes_nothing(
     _age(platform, app, [session.id], 10)
     prefix = await _artifact(platform, app, user, session.id, versions=1)
     service = platform.memory_service
-    ingest = service.add_session_to_memory
+    ingest = service.add_filed_session_to_memory
     seen: list[tuple[bool, int, int]] = []
 
     def observing(fail: bool) -> Callable[[Session], Any]:
@@ -336,13 +336,13 @@ async def test_ingestion_comes_first_and_a_failed_ingestion_deletes_nothing(
 
         return add
 
-    monkeypatch.setattr(service, "add_session_to_memory", observing(fail=True))
+    monkeypatch.setattr(service, "add_filed_session_to_memory", observing(fail=True))
     with pytest.raises(RuntimeError):
         await retire_idle_sessions(platform, app, timedelta(days=7))
     assert platform.sessions.session_ids(app, user) == [session.id]  # nothing deleted that was not ingested
     assert platform.artifacts.count_prefix(prefix).total == 1
 
-    monkeypatch.setattr(service, "add_session_to_memory", observing(fail=False))
+    monkeypatch.setattr(service, "add_filed_session_to_memory", observing(fail=False))
     counts = await retire_idle_sessions(platform, app, timedelta(days=7))
     assert (counts.idle, counts.retired, counts.kept, counts.events, counts.artifact_versions) == (1, 1, 0, 1, 1)
     assert seen == [(True, 1, 1), (True, 1, 1)]

@@ -35,7 +35,8 @@ def wrapped_keys(platform: Platform, subject: str) -> list[tuple[bytes, str]]:
 def memory_blob(platform: Platform, app: str, user: str) -> bytes:
     with platform.pool.connection() as conn:
         row = conn.execute(
-            "SELECT content_sealed FROM memories WHERE app_name = %s AND user_id = %s LIMIT 1", (app, user)
+            "SELECT content_sealed FROM memories WHERE app_name = %s AND subject_key = %s LIMIT 1",
+            (app, subject_key(platform.config.subject_secret, app, user)),
         ).fetchone()
     assert row is not None
     return bytes(row[0])

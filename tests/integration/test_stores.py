@@ -163,7 +163,8 @@ def test_after_shredding_blobs_and_memory_fail_to_decrypt(platform: Platform) ->
     )["Body"].read()
     with platform.pool.connection() as conn:
         row = conn.execute(
-            "SELECT id, content_sealed FROM memories WHERE app_name=%s AND user_id=%s LIMIT 1", (app, user)
+            "SELECT id, content_sealed FROM memories WHERE app_name=%s AND subject_key=%s LIMIT 1",
+            (app, subject_key(platform.config.subject_secret, app, user)),
         ).fetchone()
     assert row is not None
     assert platform.keys.decrypt(blob, version["Key"].encode())  # readable before

@@ -64,7 +64,7 @@ def test_concurrent_erasures_share_one_vacuum_and_every_request_is_covered(platf
     adapter = VacuumAdapter(platform)
     subjects = [open_request(platform, "vacuum-share", u) for u in user_ids(2, 132, prefix="share")]
     for s in subjects:  # as if their memory steps had found rows to delete
-        platform.requests.update_record(s.request_id, lambda r: replace(r, found_at_start={"memory": 3}))
+        platform.requests.update_record(s.request_id, lambda r: replace(r, found_at_start={"memory_rows": 3}))
     waiting = threading.Barrier(len(subjects) + 1)
     results: dict[str, dict[str, int]] = {}
     errors: list[BaseException] = []

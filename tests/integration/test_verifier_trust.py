@@ -463,7 +463,8 @@ async def test_a_replayed_pre_erasure_event_keeps_its_time_and_the_scheduled_swe
     await service.add_events_to_memory(app_name=app, user_id=target, events=[new])
     with saga.platform.pool.connection() as conn:
         rows = conn.execute(
-            "SELECT created_at FROM memories WHERE app_name = %s AND user_id = %s ORDER BY created_at", (app, target)
+            "SELECT created_at FROM memories WHERE app_name = %s AND subject_key = %s ORDER BY created_at",
+            (app, subject_key(saga.platform.config.subject_secret, app, target)),
         ).fetchall()
     assert len(rows) == 2
     assert abs(rows[0][0] - old_time) < timedelta(milliseconds=1), "the replayed row was re-dated"

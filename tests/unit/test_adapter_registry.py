@@ -34,6 +34,7 @@ def test_the_built_in_adapters_are_registered_by_entry_point() -> None:
         "response_cache": "stores.adapters.response_cache:ResponseCacheAdapter",
         "chroma_memory": "stores.adapters.chroma_memory:ChromaMemoryAdapter",
         "vacuum": "stores.adapters.vacuum:VacuumAdapter",
+        "compaction": "stores.adapters.compaction:CompactionAdapter",
     }
 
 
@@ -72,6 +73,7 @@ def test_shapes_that_cannot_form_a_plan_are_refused(adapters: list[Declared], re
 
 def test_every_built_in_adapter_provides_the_whole_interface() -> None:
     from stores.adapters.artifacts import ArtifactsAdapter
+    from stores.adapters.compaction import CompactionAdapter
     from stores.adapters.keys import KeysAdapter
     from stores.adapters.logs import LogsAdapter
     from stores.adapters.memory import MemoryAdapter
@@ -80,5 +82,5 @@ def test_every_built_in_adapter_provides_the_whole_interface() -> None:
     from stores.adapters.vacuum import VacuumAdapter
 
     adapters = (ArtifactsAdapter, SessionsAdapter, MemoryAdapter, LogsAdapter, KeysAdapter, ResponseCacheAdapter)
-    for cls in (*adapters, VacuumAdapter):
+    for cls in (*adapters, VacuumAdapter, CompactionAdapter):
         assert isinstance(cls.__new__(cls), EraseAdapter), cls.__name__

@@ -1,0 +1,144 @@
+"""Object-store compaction as part of the physical clean-up (issue 18): after an erasure, the bytes of the
+user's deleted objects are gone from every file of the local SeaweedFS's data directory, while a control
+user's are still found there (so the raw-file scan is shown to work); the same erasure without compaction
+(the step run as for an object store that offers none) leaves the deleted bytes in the volume files."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+from stores.adapters.compaction import NOT_OFFERED, OFFERED, TARGET, CompactionAdapter
+from stores.artifacts import user_prefix, user_scope_prefix
+from stores.identity import key_part, subject_key
+from stores.platform import Platform
+from stores.seeder import user_ids
+from tests.adapter_wrap import erase_with, open_request, registry_with
+from tests.saga_harness import SagaHarness
+from workers.settings import Settings
+from workers.wiring import build_platform
+
+pytestmark = [pytest.mark.integration]
+
+APP = "compaction-app"
+
+
+def raw_hits(root: Path, canary: str) -> list[str]:
+    """Files under ``root`` holding ``canary`` in UTF-8 or UTF-16 (either byte order), as relative paths."""
+    forms = (canary.encode(), canary.encode("utf-16-le"), canary.encode("utf-16-be"))
+    found = []
+    for path in sorted(root.rglob("*")):
+        try:
+            data = path.read_bytes() if path.is_file() else b""
+        except FileNotFoundError:  # a volume file replaced while the scan ran
+            continue
+        if any(form in data for form in forms):
+            found.append(str(path.relative_to(root)))
+    return found
+
+
+def legacy_artifact(platform: Platform, user: str, canary: str) -> None:
+    """Two versions of a plain artifact, as written before artifacts were sealed: the canary between random
+    bytes, so the store keeps the body as is (nothing compresses it) and only it is distinctive."""
+    sk = subject_key(platform.config.subject_secret, APP, user)
+    for version in range(2):
+        platform.s3.put_object(
+            Bucket=platform.config.artifact_bucket,
+            Key=f"{user_scope_prefix(APP, sk)}{key_part('user:notes.bin')}/{version}",
+            Body=os.urandom(2048) + canary.encode() + os.urandom(2048),
+            ContentType="application/octet-stream",
+        )
+
+
+def versions_left(platform: Platform, user: str) -> int:
+    sk = subject_key(platform.config.subject_secret, APP, user)
+    page = platform.s3.list_object_versions(Bucket=platform.config.artifact_bucket, Prefix=user_prefix(APP, sk))
+    return len(page.get("Versions", [])) + len(page.get("DeleteMarkers", []))
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_compaction_removes_the_erased_users_bytes_from_the_volume_files(
+    saga: SagaHarness, local_stack: Settings
+) -> None:
+    volumes = local_stack.state_path / "seaweedfs"
+    control, uncompacted, target = user_ids(3, 141, prefix="compact")
+    await saga.seed(APP, [control], "small", 141)  # the app and a user with sealed data of every kind
+    canary = {u: f"CANARY-{uuid.uuid4().hex.upper()}" for u in (control, uncompacted, target)}
+    for user in canary:
+        legacy_artifact(saga.platform, user, canary[user])
+    written = {u: raw_hits(volumes, c) for u, c in canary.items()}
+    assert all(written.values()), written  # the scan finds every canary as written, in the volume files
+    assert all(p.endswith(".dat") for hits in written.values() for p in hits), written
+
+    # without compaction: the step as an object store that offers none runs it; the versions are gone from
+    # the API, and their bytes are still in the volume files
+    no_compaction = build_platform(local_stack, s3_compaction_url=None)
+    try:
+        adapter = CompactionAdapter(no_compaction)
+        assert adapter.disposition == NOT_OFFERED
+        _request, plain = await erase_with(saga, registry_with(saga.platform, adapter), APP, uncompacted)
+    finally:
+        no_compaction.close()
+    assert plain.status == "completed"
+    assert {s.name: s for s in plain.steps}["compaction"].counts["offered"] == 0
+    assert versions_left(saga.platform, uncompacted) == 0
+    left_behind = raw_hits(volumes, canary[uncompacted])
+    assert left_behind, "deleted object bytes were expected to stay in the volume files until compacted"
+
+    # with compaction (the local stack's master): the erased user's bytes are gone from every file, and so
+    # are those the erasure above left (one compaction takes every volume holding garbage)
+    result = await saga.erase(APP, target)
+    assert result.status == "completed"
+    assert versions_left(saga.platform, target) == 0
+    assert raw_hits(volumes, canary[target]) == []
+    assert raw_hits(volumes, canary[uncompacted]) == []
+    kept = raw_hits(volumes, canary[control])
+    assert kept, "the control's live object must still be found: the scan works after compaction too"
+    assert all(p.endswith(".dat") for p in kept), kept
+    step = {s.name: s for s in result.steps}["compaction"]
+    assert step.state == "done"
+    assert step.counts["offered"] == 1
+    assert step.counts["compactions_run"] == 1  # no compaction started after its deletions had landed
+    assert step.counts["volumes_compacted"] >= 1
+
+    body = saga.receipt_body(result.request_id)
+    final = next(v for v in body["verifications"] if v["phase"] == "final")
+    check = next(c for c in final["checks"] if c["check"] == "compaction")
+    assert check["passed"]
+    assert check["counts"] == {"object_store_not_covered": 0}
+    disposition = next(d for d in body["dispositions"] if d["store"] == "compaction")
+    assert (disposition["what"], disposition["remains"]) == (OFFERED.what, OFFERED.remains)
+    assert disposition["counts"] == step.counts
+    assert target not in str(body)
+    print(  # the figures the report quotes (pytest -s)
+        f"\nfiles holding the canary: written {[len(written[u]) for u in canary]}, "
+        f"after the erasure without compaction {len(left_behind)}, after compaction "
+        f"target {len(raw_hits(volumes, canary[target]))} uncompacted {len(raw_hits(volumes, canary[uncompacted]))} "
+        f"control {len(kept)}; step counts {step.counts}"
+    )
+
+
+def test_a_request_that_deleted_no_object_is_covered_without_a_compaction(platform: Platform) -> None:
+    subject = open_request(platform, APP, user_ids(1, 142, prefix="none")[0])
+    adapter = CompactionAdapter(platform)
+    assert adapter.disposition == OFFERED
+    counts = adapter.erase(subject, {}, lambda _d: None)
+    assert counts == {"compactions_run": 0, "volumes_compacted": 0, "volumes_read_only": 0}
+    assert adapter.remaining(subject, None, None, lambda _d: None).counts == {"object_store_not_covered": 0}  # type: ignore[arg-type]
+
+
+def test_a_request_whose_compaction_never_ran_fails_its_check(platform: Platform) -> None:
+    subject = open_request(platform, APP, user_ids(1, 143, prefix="missing")[0])
+    remaining = CompactionAdapter(platform).remaining(subject, None, None, lambda _d: None)  # type: ignore[arg-type]
+    assert remaining.counts == {"object_store_not_covered": 1}
+    with platform.pool.connection() as conn:  # nor does another request's record, or a vacuum's, count
+        conn.execute(
+            "INSERT INTO physical_cleanup (request_id, table_name) VALUES (%s, 'events'), (%s, %s)",
+            (subject.request_id, f"other-{uuid.uuid4().hex}", TARGET),
+        )
+    assert CompactionAdapter(platform).remaining(subject, None, None, lambda _d: None).counts == {  # type: ignore[arg-type]
+        "object_store_not_covered": 1
+    }
