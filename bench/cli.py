@@ -7,6 +7,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+from bench import results_history
 from bench.run import Plan, main_sync
 from workers.logging_setup import configure_logging
 
@@ -16,7 +17,19 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="small figures, under three minutes (CI-sized)")
     parser.add_argument("--runs", type=int, default=None, help="repetitions per figure (default 3; 1 with --quick)")
     parser.add_argument("--size", choices=["small", "typical", "large"], default=None, help="the measured user")
-    parser.add_argument("--out", type=Path, default=Path("bench-results"), help="where bench.json and the PNG go")
+    parser.add_argument("--out", type=Path, default=Path("bench-results"), help="where bench.json and the charts go")
+    parser.add_argument(
+        "--history",
+        type=Path,
+        default=results_history.HISTORY,
+        help="the results history a run appends one line to (default: bench/results-history.jsonl)",
+    )
+    parser.add_argument("--no-history", action="store_true", help="do not append this run to the history")
+    parser.add_argument(
+        "--readme-table",
+        action="store_true",
+        help="print the README's table (latest full run and the one before) from the history, run nothing",
+    )
     return parser.parse_args(argv)
 
 
@@ -24,6 +37,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     if args.runs is not None and args.runs < 1:
         raise SystemExit("--runs must be at least 1")
+    if args.readme_table:
+        print(results_history.readme_table(results_history.read(args.history)), end="")
+        return 0
     configure_logging("json", logging.WARNING)
     plan = Plan.make(args.quick, args.runs, args.out, args.size)
-    return main_sync(plan)
+    return main_sync(plan, history=None if args.no_history else args.history)

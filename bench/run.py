@@ -1,4 +1,4 @@
-"""The benchmark itself: start a stack, seed, measure, print, write JSON and a PNG."""
+"""The benchmark itself: start a stack, seed, measure, print, write JSON, a line of results history and charts."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ import dataclasses
 import json
 import math
 import shutil
+import statistics
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,13 +21,13 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from bench import ceiling
+from bench import ceiling, cpu, results_history
 from bench import expiry as expiry_bench
 from bench import sealing as sealing_bench
+from bench.actions import count_actions
 from bench.counters import CallCounter, group, watch_boto, watch_cache, watch_chroma, watch_sql
 from bench.direct import erase_directly
 from bench.history import counts_by_name, covered, records, step_times
-from bench.png import bar_chart
 from bench.stats import Row, Target, format_table, ratio, summarize
 from stores.platform import Platform
 from stores.seeder import seed_platform, user_ids
@@ -79,6 +80,7 @@ class Erasure:
     activities: int = 0  # activities of the saga and its verifier children
     deleting: float = 0.0  # seconds while at least one deleting activity ran (they run side by side)
     busy: float = 0.0  # seconds while at least one activity or child workflow ran
+    actions: dict[str, int] = field(default_factory=dict)  # Temporal actions by kind (bench/actions.py)
 
 
 @dataclass
@@ -154,6 +156,7 @@ class Bench:
             for name, n in counts_by_name(records(child.events)).items():
                 activity_counts[f"{name}({phase})"] = n
         activities = sum(n for name, n in activity_counts.items() if not name.startswith(VERIFIER_WORKFLOW))
+        actions = await count_actions(self.client, filed.workflow_id)
         return Erasure(
             filed.request_id,
             wall,
@@ -166,6 +169,7 @@ class Bench:
             activities,
             deleting=covered(recs, DELETION_STEPS),
             busy=covered(recs),
+            actions=actions.as_dict(),
         )
 
     async def reverify(self, request_id: str) -> float:
@@ -217,6 +221,11 @@ class Bench:
                 self.figures.add(f"calls_{k}_{label}", v)
             for k, v in direct_calls.items():
                 self.figures.add(f"direct_calls_{k}_{label}", v)
+            for k in ("sql_statements", "s3_requests"):
+                if direct_calls.get(k):
+                    self.figures.add(f"{k}_ratio_{label}", ratio(erasure.calls.get(k, 0), direct_calls[k]))
+            self.figures.add(f"actions_{label}", erasure.actions.get("total", 0))
+            self.figures.add(f"heartbeats_{label}", erasure.actions.get("heartbeats_estimated", 0))
             if run == 0:
                 reverify = await self.reverify(erasure.request_id)
                 self.figures.add(f"reverify_share_{label}", ratio(reverify, erasure.wall))
@@ -228,9 +237,14 @@ class Bench:
         for run in range(self.plan.runs):
             users = await self.seed(seeder, "tput", n, "small")
             before = self.counter.snapshot()
+            cpu_before = cpu.snapshot()
             started = time.perf_counter()
             results = await asyncio.gather(*(self.erase(u) for u in users))
             wall = time.perf_counter() - started
+            cpu_each = cpu.per_item(cpu_before, cpu.snapshot(), n)  # history reads for the actions included
+            for component, seconds in cpu_each.items():
+                self.figures.add(f"cpu_{component}_per_erasure", seconds)
+            self.figures.add("actions_per_small_erasure", statistics.median(r.actions.get("total", 0) for r in results))
             # per-erasure deltas overlap when erasures run concurrently: divide the batch's total instead
             batch = group(
                 self.counter.since(before), self.platform.config.artifact_bucket, self.platform.config.log_bucket
@@ -333,7 +347,11 @@ def rows(f: Figures, plan: Plan) -> list[Row]:
         add(f"2 scaling {plan.background_large} bg / 10 bg", "scaling", "x", Target(1.2))
     add(f"3 throughput, {plan.concurrent} small users", "throughput_per_min", "/min")
     add(f"3 ceiling, {plan.concurrent} no-op sagas", "ceiling_per_min", "/min")
-    add("3 throughput share of ceiling", "throughput_share", "", Target(0.6, at_most=False))
+    add("3 throughput share of ceiling", "throughput_share", "", Target(0.8, at_most=False))
+    for component in cpu.COMPONENTS:
+        add(f"3 CPU s / small erasure: {component}", f"cpu_{component}_per_erasure", "s")
+    add("3 Temporal actions / small erasure (history)", "actions_per_small_erasure", "", Target(35))
+    add("3 Temporal actions / erasure (history)", "actions_small", "", Target(35))
     add("4 verifier share of saga (2 children)", "verifier_share_small", "")
     add(f"4 verifier share, {big}", "verifier_share_large", "")
     add("4 re-verify / saga time", "reverify_share_small", "")
@@ -355,6 +373,9 @@ def rows(f: Figures, plan: Plan) -> list[Row]:
     add("5 SQL statements / erasure", "calls_sql_statements_small")
     add("5 direct: S3 requests", "direct_calls_s3_requests_small")
     add("5 direct: SQL statements", "direct_calls_sql_statements_small")
+    add("5 SQL statements saga / direct", "sql_statements_ratio_small", "x", Target(1.5))
+    add("5 S3 requests saga / direct", "s3_requests_ratio_small", "x", Target(1.2))
+    add("5 activity heartbeats / erasure (estimated, not in history)", "heartbeats_small")
     add("5 cache commands / erasure", "calls_cache_commands_small")
     add("5 direct: cache commands", "direct_calls_cache_commands_small")
     add("5 Chroma opens / erasure", "calls_chroma_opens_small")
@@ -436,27 +457,85 @@ async def measure(plan: Plan, settings: Settings) -> tuple[Figures, Erasure | No
     return bench.figures, sample
 
 
-def write_outputs(plan: Plan, figures: Figures, table: list[Row], sample: Erasure | None, total: float) -> None:
+def write_outputs(
+    plan: Plan,
+    figures: Figures,
+    table: list[Row],
+    sample: Erasure | None,
+    total: float,
+    history: Path | None = results_history.HISTORY,
+    echo: Callable[[str], None] = print,
+) -> list[Path]:
+    """bench.json, one line appended to the results history, and the charts; returns the files written."""
     plan.out_dir.mkdir(parents=True, exist_ok=True)
+    mode = "quick" if plan.quick else "full"
+    plan_doc = {k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(plan).items()}
     doc = {
-        "mode": "quick" if plan.quick else "full",
-        "plan": {k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(plan).items()},
+        "mode": mode,
+        "plan": plan_doc,
         "total_seconds": round(total, 1),
         "table": [r.as_dict() for r in table],
         "values": figures.values,
         "notes": figures.notes,
     }
-    (plan.out_dir / "bench.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    written = [plan.out_dir / "bench.json"]
+    written[0].write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    entries: list[results_history.Entry] = []
+    if history is not None:
+        measured = {k: v for k, v in plan_doc.items() if k != "out_dir"}
+        results_history.append(history, results_history.record(mode, measured, table, total))
+        written.append(history)
+        try:
+            entries = results_history.read(history)
+        except ValueError as exc:  # an older line damaged (a merge?): this run's line is written, chart the rest
+            echo(f"history chart skipped: {exc}")
+    return written + draw_charts(plan, figures, table, sample, entries, echo)
+
+
+def draw_charts(
+    plan: Plan,
+    figures: Figures,
+    table: Sequence[Row],
+    sample: Erasure | None,
+    entries: Sequence[results_history.Entry],
+    echo: Callable[[str], None] = print,
+) -> list[Path]:
+    """The PNG charts in ``plan.out_dir``: skipped with a note when matplotlib is missing, and a chart that
+    fails is reported and skipped (the figures are already written: a chart never costs the run)."""
+    try:
+        from bench import charts  # matplotlib, from the bench extra
+    except ImportError as exc:
+        missing = exc.name or "matplotlib"
+        echo(f"charts skipped: no {missing} (matplotlib is in the bench extra: pip install -e '.[bench]')")
+        return []
+    v, out = figures.values, plan.out_dir
+    share = next((r.target for r in table if r.name == "3 throughput share of ceiling"), None)
+    scale = [
+        charts.Scale(plan.background_small, v.get("saga_seconds_small", []), v.get("direct_seconds_small", [])),
+        charts.Scale(plan.background_large, v.get("saga_seconds_large", []), v.get("direct_seconds_large", [])),
+    ]
+    jobs: list[tuple[str, Callable[[Path], Path]]] = []
     if sample:
-        bars = [*sample.steps]
+        title = f"time per step, one {plan.target_size} user erasure"
         gaps = sample.wall - sample.busy
-        bars.append(("(unattributed)", max(0.0, gaps)))
-        bars.append(("TOTAL wall", sample.wall))
-        png = bar_chart(f"time per step, one {plan.target_size} user erasure (s)", bars)
-        (plan.out_dir / "steps.png").write_bytes(png)
+        jobs.append(("steps.png", lambda p: charts.steps(p, sample.steps, sample.wall, gaps, title)))
+    if v.get("throughput_per_min") and v.get("ceiling_per_min"):
+        tput, ceil, n = v["throughput_per_min"], v["ceiling_per_min"], plan.concurrent
+        jobs.append(("throughput.png", lambda p: charts.throughput(p, tput, ceil, n, share.bound if share else None)))
+    if any(s.saga for s in scale):
+        jobs.append(("scaling.png", lambda p: charts.scaling(p, [s for s in scale if s.saga], plan.target_size)))
+    if entries:
+        jobs.append(("history.png", lambda p: charts.history(p, entries)))
+    written = []
+    for name, draw in jobs:
+        try:
+            written.append(draw(out / name))
+        except Exception as exc:  # a chart is a view of figures already written; report it, keep the others
+            echo(f"chart {name} skipped: {type(exc).__name__}: {exc}")
+    return written
 
 
-def main_sync(plan: Plan, echo: Callable[[str], None] = say) -> int:
+def main_sync(plan: Plan, echo: Callable[[str], None] = say, history: Path | None = results_history.HISTORY) -> int:
     """Stack up (synchronous: the launcher runs its own event loops), measure, stack down, report."""
     started = time.monotonic()
     state = Path(tempfile.mkdtemp(prefix="bench-state-"))
@@ -474,6 +553,6 @@ def main_sync(plan: Plan, echo: Callable[[str], None] = say) -> int:
     table = rows(figures, plan)
     print(format_table(table))
     print(f"\nactivities per erasure: {figures.notes.get('activities_per_erasure')}; total time {total:.0f}s")
-    write_outputs(plan, figures, table, sample, total)
-    print(f"wrote {plan.out_dir / 'bench.json'} and {plan.out_dir / 'steps.png'}")
+    written = write_outputs(plan, figures, table, sample, total, history)
+    print("wrote " + ", ".join(str(p) for p in written))
     return 0

@@ -1,11 +1,15 @@
 """google-adk ``BaseArtifactService`` on S3, each blob sealed with its owner's data key.
 
-The key layout is ``stores.artifacts``'s; the erase adapter there removes what this service writes.
+The key layout is ``stores.artifacts``'s; the erase adapter there removes what this service writes. The
+caller's ``custom_metadata`` is sealed too (``sealed:v1:`` + base64, bound to the object key): S3 keeps
+metadata in the object store's own database (SeaweedFS's filer store), where no deletion of the object's
+bytes reaches. Filenames are part of the object key and stay readable (they are how versions are listed).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -20,6 +24,9 @@ from stores.keys import DataKeyStore
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
+
+SEALED_CUSTOM = "sealed:v1:"
+CUSTOM_CONTEXT = "/custom-metadata"
 
 
 class S3ArtifactService(BaseArtifactService):
@@ -67,10 +74,23 @@ class S3ArtifactService(BaseArtifactService):
             Metadata={
                 "data-key-id": str(key_id),
                 "mime-type": (part.inline_data.mime_type or "") if part.inline_data else "text/plain",
-                "custom": json.dumps(meta or {}),
+                "custom": self._seal_custom(sk, key, meta or {}),
             },
         )
         return version
+
+    def _seal_custom(self, sk: str, key: str, meta: dict[str, Any]) -> str:
+        """The caller's custom metadata, sealed like the body (S3 metadata lands in the object store's own
+        database, out of reach of any deletion of the object's bytes)."""
+        _key_id, blob = self._keys.encrypt(sk, json.dumps(meta).encode("utf-8"), (key + CUSTOM_CONTEXT).encode())
+        return SEALED_CUSTOM + base64.b64encode(blob).decode("ascii")
+
+    def _open_custom(self, key: str, stored: str) -> dict[str, Any]:
+        """The custom metadata of a version (written before sealing: plain JSON, read as it is)."""
+        if not stored.startswith(SEALED_CUSTOM):
+            return dict(json.loads(stored or "{}"))
+        blob = base64.b64decode(stored[len(SEALED_CUSTOM) :])
+        return dict(json.loads(self._keys.decrypt(blob, (key + CUSTOM_CONTEXT).encode())))
 
     def _load(self, app: str, user: str, filename: str, session: str | None, version: int | None) -> types.Part | None:
         prefix = artifact_prefix(app, self._sk(app, user), filename, session)
@@ -118,7 +138,7 @@ class S3ArtifactService(BaseArtifactService):
                 ArtifactVersion(
                     version=version,
                     canonical_uri=f"s3://{self._bucket}/{prefix}{version}",
-                    custom_metadata=json.loads(meta.get("custom", "{}")),
+                    custom_metadata=self._open_custom(f"{prefix}{version}", meta.get("custom", "{}")),
                     create_time=head["LastModified"].timestamp(),
                     mime_type=meta.get("mime-type") or None,
                 )

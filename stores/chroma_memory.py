@@ -20,7 +20,9 @@ persistent client writes; ``tests/integration/test_chroma_memory.py`` scans them
   as they are in memory: seen once in our test runs, bytes of one user's vectors and sealed documents in
   the unused space of another user's file written later by the same process. An erasure cannot reach
   those without reading every other user's files; sealing makes the documents among them unreadable once
-  the key is shredded, the vectors stay (issue 18: physical erasure).
+  the key is shredded. Vectors are stored rotated by an orthogonal matrix drawn from the user's data key
+  (``stores.vector_rotation``: distances, so ranking, unchanged), so those copies too are vectors nobody
+  can un-rotate once the key is shredded.
 * Chroma purges its queue after each index flush (again leaving the vectors in free pages); ``chroma
   vacuum`` rewrites the whole database file (cost follows the platform's size) and never touches the HNSW
   directories; ``reset()`` wipes every collection.
@@ -38,6 +40,7 @@ import base64
 import sqlite3
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -47,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from stores.embedding import Embedder, HashingEmbedder
 from stores.identity import session_ref, subject_key
+from stores.vector_rotation import rotate
 
 if TYPE_CHECKING:
     from stores.keys import DataKeyStore
@@ -54,6 +58,7 @@ if TYPE_CHECKING:
     from stores.tombstones import TombstoneLedger
 
 DB_FILE = "chroma.sqlite3"
+ROTATION_KEY = "erasure:rotation-key"  # collection metadata: the data key whose rotation its vectors are under
 COLLECTION = "memories"
 
 
@@ -99,9 +104,11 @@ class ChromaMemory:
         return subject_directory(self.path, subject)
 
     @contextmanager
-    def opened(self, subject: str, *, create: bool) -> Iterator[Any | None]:
+    def opened(self, subject: str, *, create: bool, rotation_key: str | None = None) -> Iterator[Any | None]:
         """The subject's ``memories`` collection (``None`` when it has none and ``create`` is false); the
-        client is closed afterwards, so no process keeps a database open that an erasure removes."""
+        client is closed afterwards, so no process keeps a database open that an erasure removes. A new
+        collection's vectors go under the rotation of ``rotation_key`` (a rebuild keeps its vectors' key), or
+        of the subject's current data key."""
         import chromadb
         from chromadb.config import Settings as ChromaSettings
 
@@ -117,7 +124,12 @@ class ChromaMemory:
             try:
                 if create:
                     yield client.get_or_create_collection(
-                        COLLECTION, embedding_function=None, metadata={"hnsw:space": "cosine"}
+                        COLLECTION,
+                        embedding_function=None,
+                        metadata={
+                            "hnsw:space": "cosine",
+                            ROTATION_KEY: rotation_key or str(self._keys.current(subject).key_id),
+                        },
                     )
                 else:
                     names = {c.name for c in client.list_collections()}
@@ -171,8 +183,17 @@ class ChromaMemory:
             )
         with self.opened(subject, create=True) as col:
             assert col is not None
-            col.upsert(ids=ids, embeddings=vectors, documents=documents, metadatas=metadatas)
+            col.upsert(ids=ids, embeddings=self.rotated(col, vectors), documents=documents, metadatas=metadatas)
         return len(ids)
+
+    def rotated(self, col: Any, vectors: Sequence[Sequence[float]]) -> list[list[float]]:
+        """Vectors under the collection's rotation (``stores.vector_rotation``): the data key named in its
+        metadata when it was created (``DataKeyShredded`` once that key is gone). A collection made before
+        rotation names none: its vectors and queries stay as they are."""
+        key_id = (col.metadata or {}).get(ROTATION_KEY)
+        if not key_id:
+            return [list(v) for v in vectors]
+        return rotate(self._keys.get(uuid.UUID(str(key_id))), vectors)
 
     def search(self, app_name: str, user_id: str, query: str, limit: int = 5) -> list[ChromaHit]:
         """The user's nearest memories (nothing while the user is fenced)."""
@@ -183,11 +204,16 @@ class ChromaMemory:
             if col is None:
                 return []
             found = col.query(
-                query_embeddings=[self.embedder.embed(query)], n_results=limit, include=["documents", "metadatas"]
+                query_embeddings=self.rotated(col, [self.embedder.embed(query)]),
+                n_results=limit,
+                include=["documents", "metadatas"],
             )
         hits = []
         for item, doc, meta in zip(found["ids"][0], found["documents"][0], found["metadatas"][0], strict=True):
-            plain = self._keys.decrypt(base64.b64decode(doc), f"chroma:{item}".encode())
             at = datetime.fromtimestamp(float(meta["created_at"]), UTC)
-            hits.append(ChromaHit(item, plain.decode(), str(meta["kind"]), at))
+            hits.append(ChromaHit(item, self.open_document(item, doc), str(meta["kind"]), at))
         return hits
+
+    def open_document(self, item: str, document: str) -> str:
+        """A stored document's text (sealed under the user's data key, bound to the memory id)."""
+        return self._keys.decrypt(base64.b64decode(document), f"chroma:{item}".encode()).decode()

@@ -22,7 +22,7 @@ import os
 import struct
 import time
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -204,15 +204,17 @@ def scan(roots: Mapping[str, Sequence[Path]], patterns: Iterable[Pattern], exclu
     return Scan(tuple(hits), files, size, time.monotonic() - began, tuple(unreadable))
 
 
-def describe(hits: Iterable[Hit], limit: int = 60) -> str:
-    """One line per (needle, file): the forms and counts, for an assertion message."""
+def describe(hits: Iterable[Hit], limit: int = 60, note: Callable[[str], str | None] | None = None) -> str:
+    """One line per (needle, file): the forms and counts, for an assertion message; ``note`` may name what a
+    file is (``root:path`` -> e.g. the table a Postgres relation file holds)."""
     rows: dict[tuple[str, str], Counter[str]] = {}
     for h in hits:
         rows.setdefault((h.needle, h.where), Counter())[h.form] += h.count
-    lines = [
-        f"  {needle}: {path} ({', '.join(f'{form} x{n}' for form, n in sorted(forms.items()))})"
-        for (needle, path), forms in sorted(rows.items())
-    ]
+    lines = []
+    for (needle, where), forms in sorted(rows.items()):
+        what = note(where) if note else None
+        shown = f"{where} [{what}]" if what else where
+        lines.append(f"  {needle}: {shown} ({', '.join(f'{form} x{n}' for form, n in sorted(forms.items()))})")
     if len(lines) > limit:
         lines = [*lines[:limit], f"  ... and {len(lines) - limit} more"]
     return "\n".join(lines) if lines else "  (none)"

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
+from stores.chroma_memory import ROTATION_KEY
 from stores.identity import subject_key
 
 if TYPE_CHECKING:
@@ -66,8 +67,8 @@ class ChromaMemoryAdapter:
     batched = True
     disposition = Disposition(
         "deleted",
-        "the vector index keeps deleted embeddings in its files until the collection is compacted: embeddings "
-        "in clear, documents sealed",
+        "the subject's database directory removed whole; copies outside it (backups, another file's free "
+        "space) hold documents sealed and embeddings under the user's rotation, key destroyed",
     )
 
     def __init__(self, platform: Platform) -> None:
@@ -124,12 +125,13 @@ class ChromaMemoryAdapter:
             if col is None:
                 return Swept({"chroma_memories": 0})
             old = col.get(where={"created_at": {"$lt": cutoff}}, include=[])["ids"]
+            rotation_key = (col.metadata or {}).get(ROTATION_KEY)
             kept = col.get(where={"created_at": {"$gte": cutoff}}, include=["embeddings", "documents", "metadatas"])
         if not old:
             return Swept({"chroma_memories": 0})
         self._drop(subject, None)
         if kept["ids"]:  # rebuilt from what was written after the erasure: a per-item delete is soft
-            with self.store.opened(subject.subject_key, create=True) as again:
+            with self.store.opened(subject.subject_key, create=True, rotation_key=rotation_key) as again:
                 assert again is not None
                 again.add(
                     ids=kept["ids"],

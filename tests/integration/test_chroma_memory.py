@@ -37,12 +37,17 @@ on_the_session_loop = pytest.mark.asyncio(loop_scope="session")
 
 
 def needles(platform: Platform, app: str, user: str) -> set[bytes]:
-    """What of the user Chroma writes to disk: each vector as float32 bytes, each sealed document (base64)."""
-    with platform.chroma_memory.opened(subject_key(platform.config.subject_secret, app, user), create=False) as col:
+    """What of the user Chroma writes to disk: each vector as float32 bytes, as the store handed it over (the
+    text's embedding under the user's rotation: ``col.get`` may return it renormalised), each sealed document
+    (base64)."""
+    store = platform.chroma_memory
+    with store.opened(subject_key(platform.config.subject_secret, app, user), create=False) as col:
         if col is None:
             return set()
-        got = col.get(include=["embeddings", "documents"])
-    return {struct.pack(f"<{len(v)}f", *v) for v in got["embeddings"]} | {d.encode() for d in got["documents"]}
+        got = col.get(include=["documents"])
+        texts = [store.open_document(item, doc) for item, doc in zip(got["ids"], got["documents"], strict=True)]
+        vectors = store.rotated(col, [store.embedder.embed(t) for t in texts])
+    return {struct.pack(f"<{len(v)}f", *v) for v in vectors} | {d.encode() for d in got["documents"]}
 
 
 def on_disk(root: Path, wanted: set[bytes]) -> set[bytes]:
@@ -187,7 +192,9 @@ def test_a_scheduled_sweep_removes_what_predates_the_erasure_and_keeps_what_came
     record = platform.requests.record(subject.request_id)
     bound = Bound(erased_at=erased_at)
     assert adapter.remaining(subject, record, bound, lambda _d: None).counts == {"items_before_erasure": 1}
-    mine = {struct.pack("<64f", *store.embedder.embed(old.text))}
+    with store.opened(sk, create=False) as col:
+        (vector,) = store.rotated(col, [store.embedder.embed(old.text)])  # as stored: under the user's rotation
+    mine = {struct.pack("<64f", *vector)}
     assert on_disk(store.path, mine) == mine
     assert adapter.sweep_before(subject, erased_at, None).found == {"chroma_memories": 1}
     assert adapter.remaining(subject, record, bound, lambda _d: None).counts == {"items_before_erasure": 0}

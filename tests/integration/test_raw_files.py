@@ -2,36 +2,40 @@
 
 Three users of one app are seeded through the agent's own services (the sealed ADK session service, the
 memory service, the artifact service, the log shipper, the response cache, the Chroma memory backend), each
-piece of their content holding a canary of its own (``zqcanary`` + a random token, one per user and place).
-One control also has rows google-adk's plain service wrote (legacy rows, before the re-seal ran): content in
-clear, one value large and repetitive enough that Postgres would compress it. Before seeding, every
-compressible column of the platform's tables is set to ``STORAGE EXTERNAL`` and the cache snapshot is saved
-with ``rdbcompression no``, so no compression hides a canary from the byte scan.
+piece of their content holding a canary of its own (``zqcanary`` + a random token, one per user and place);
+their raw ids hold a random token too. One control also has rows google-adk's plain service wrote (legacy
+rows, before the re-seal ran): content and raw id in clear, one value large and repetitive enough that
+Postgres would compress it. Before seeding, every compressible column of the platform's tables is set to
+``STORAGE EXTERNAL``, and the cache is saved with ``rdbcompression no``: no compression hides a canary.
 
 Then a backup (``pg_dump`` and a copy of the data directories of Postgres, SeaweedFS, Chroma and the Valkey
-snapshot), the erasure of one user through the real saga (its vacuum step included), and a scan of every file
-of every local store (Postgres data directory with ``pg_wal``, SeaweedFS volumes and filer store, Chroma
-files, the Valkey snapshot after a ``SAVE``, Temporal's database, the stack's own files) and of the backup,
-for each canary in UTF-8, UTF-16 LE/BE, hex and base64 (``tests/raw_scan.py``), for the users' raw ids and
-for the Chroma memories' vectors. Each test below reads that one scan:
+snapshot), the erasure of one user through the real saga (its vacuum and compaction steps included), and a
+scan of every file of every local store (Postgres data directory with ``pg_wal``, SeaweedFS volumes and
+filer store, Chroma files, the Valkey snapshot after a ``SAVE``, Temporal's database, the stack's own files)
+and of the backup (``tests/raw_scan.py``): each canary and raw id in UTF-8, UTF-16 LE/BE, hex and base64;
+the Chroma and memory texts' vectors as float32; the tail of each sealed object the users' data became in
+the bucket (artifact versions, log lines), read before the erasure. Each test below reads that one scan:
 
 * the controls are found where their data lives (the scan works on every store's file format);
 * a large value stored out of line uncompressed is found in its TOAST file;
-* no canary of the erased user anywhere: the database files, the object store's files, the other stores,
-  the pre-erasure backup (one test each, so a failure names its place);
-* no raw id of the erased user in any file (a test of its own);
-* no plain vector of the erased user in any file;
+* no canary of the erased user in the database files, in the object store's files, in the other stores'
+  files, in the pre-erasure backup (one test each, so a failure names its place);
+* no byte of the erased user's deleted objects left in the object store's volumes (compaction);
+* no raw id of the erased user in any file, live or backup (a test of its own);
+* no plain vector of the erased user in any live file, nor in the pre-erasure backup;
 * the pre-erasure dump, restored into a fresh database, does not open for the erased user
   (``DataKeyShredded``) and opens for a control; with the dump's own copy of the wrapped keys it still opens
-  (the documented limit of a shared wrapping key: expected to fail).
+  (the documented limit of a shared wrapping key: an expected failure).
 
-Every assertion message lists the files that hit, with forms and counts; ``-s`` prints the whole summary.
+Every assertion message lists the files that hit (Postgres files with their table), forms and counts;
+``-s`` prints the summary per needle and store, the erasure's step counts and the scan's size and time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import secrets
 import shutil
 import subprocess
@@ -131,6 +135,18 @@ class World:
     toast_file: str  # the events table's TOAST relation, relative to the data directory
     large: dict[str, Any]  # how the legacy control's large value is stored
     restored_url: str  # the pre-erasure dump restored into a fresh database
+    relations: dict[str, str]  # a Postgres relation's file (relative to the data directory) -> its table
+
+    def note(self, where: str) -> str | None:
+        """What a hit's file is: the table of a Postgres relation file (live or copied), fork and segment
+        suffixes ignored."""
+        root, _, path = where.partition(":")
+        if root not in ("postgres", "backup-postgres"):
+            return None
+        return self.relations.get(re.sub(r"(_fsm|_vm|_init)?(\.\d+)?$", "", path))
+
+    def show(self, hits: Sequence[Hit]) -> str:
+        return describe(hits, note=self.note)
 
 
 # ----- the stores' files ----------------------------------------------------------------------------------
@@ -230,6 +246,20 @@ def store_uncompressed(platform: Platform) -> list[str]:
                 )
             )
     return [f"{t}.{c}" for t, c in columns]
+
+
+def relation_files(platform: Platform) -> dict[str, str]:
+    """Each relation's file in the data directory -> its name (a TOAST table or index named by its table)."""
+    with platform.pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT pg_relation_filepath(c.oid), COALESCE(t.relname || ' (TOAST)', "
+            "ti.relname || ' (TOAST index)', c.relname) FROM pg_class c "
+            "LEFT JOIN pg_class t ON t.reltoastrelid = c.oid "
+            "LEFT JOIN pg_index i ON i.indexrelid = c.oid "
+            "LEFT JOIN pg_class ti ON ti.reltoastrelid = i.indrelid "
+            "WHERE pg_relation_filepath(c.oid) IS NOT NULL"
+        ).fetchall()
+    return {str(r[0]): str(r[1]) for r in rows}
 
 
 def large_value(word: str) -> str:
@@ -544,7 +574,8 @@ async def world(saga: SagaHarness, tmp_path_factory: pytest.TempPathFactory) -> 
     backup = await asyncio.to_thread(scan, backup_roots, patterns)
 
     restored = await asyncio.to_thread(restore_dump, settings, platform, backup_roots["backup-pg_dump"][0])
-    built = World(people, live, backup, large["toast"], large, restored)
+    relations = await asyncio.to_thread(relation_files, platform)
+    built = World(people, live, backup, large["toast"], large, restored, relations)
     print(
         f"\nscanned {live.files} live files ({live.size >> 20} MiB, {live.seconds:.1f} s), {backup.files} backup "
         f"files ({backup.size >> 20} MiB, {backup.seconds:.1f} s), {len(patterns)} patterns; large value: {large}"
@@ -568,41 +599,30 @@ def _missing(scan_: Scan, needle: str, roots: Sequence[str], files: str = "*") -
 
 
 def test_the_scan_finds_each_control_where_its_data_lives(world: World) -> None:
-    """The positive controls, per store and file format: what of a control each store keeps in clear.
+    """The positive controls, per store and file format: what of a control each store keeps readable.
 
-    Postgres (heap, WAL, dump, copy of the data directory): the legacy control's plain rows. SeaweedFS
-    (volumes and filer store, live and copied): the controls' subject keys (log line headers, directory
-    entries). Chroma: the controls' vectors. Valkey's snapshot: the controls' subject keys (key names).
-    Temporal's database: the request id (workflow ids). The controls' sealed objects: in the volumes. The
-    legacy control's raw id: in google-adk's plain rows."""
+    Postgres (heap, WAL, the dump, the copied data directory): the legacy control's plain rows and raw id.
+    SeaweedFS (volumes and filer store, live and copied): the controls' sealed objects as stored, their
+    subject keys (log line headers, directory entries). Chroma: the controls' vectors. Valkey's snapshot:
+    the controls' subject keys (key names). Temporal's database: the request id (workflow ids)."""
     live, backup = world.live, world.backup
-    problems: list[str | None] = []
-    for site in LEGACY_SITES:
+    expected: list[tuple[Scan, str, list[str], str]] = []  # (scan, needle, roots, files)
+    for site in (*LEGACY_SITES, "raw_id"):
         label = f"{LEGACY}/{site}"
-        problems += [_missing(live, label, ["postgres"], "base/*"), _missing(live, label, ["postgres"], "pg_wal/*")]
-        problems.append(_missing(backup, label, ["backup-pg_dump", "backup-postgres"]))
+        expected += [(live, label, ["postgres"], "base/*"), (live, label, ["postgres"], "pg_wal/*")]
+        expected += [(backup, label, ["backup-pg_dump", "backup-postgres"], "*")]
     for role in (CONTROL, LEGACY):
         sk = f"{role}/subject_key"
-        problems += [
-            _missing(live, sk, ["postgres", "valkey"]),
-            _missing(backup, sk, ["backup-postgres", "backup-valkey"]),
-        ]
-        problems += [_missing(live, sk, ["seaweedfs"], "*.dat"), _missing(live, sk, ["seaweedfs"], "filerldb2/*")]
-        problems += [
-            _missing(backup, sk, ["backup-seaweedfs"], "*.dat"),
-            _missing(backup, sk, ["backup-seaweedfs"], "filerldb2/*"),
-        ]
-        problems += [
-            _missing(live, f"{role}/chroma_vector", ["chroma"]),
-            _missing(backup, f"{role}/chroma_vector", ["backup-chroma"]),
-        ]
-    problems.append(_missing(live, f"{LEGACY}/raw_id", ["postgres"]))  # google-adk's plain rows hold raw ids
-    for role in (CONTROL, LEGACY):
+        expected += [(live, sk, ["postgres", "valkey"], "*"), (backup, sk, ["backup-postgres", "backup-valkey"], "*")]
+        for files in ("*.dat", "filerldb2/*"):
+            expected += [(live, sk, ["seaweedfs"], files), (backup, sk, ["backup-seaweedfs"], files)]
         for kind in ("artifact_object", "log_line"):
-            problems.append(_missing(live, f"{role}/{kind}", ["seaweedfs"], "*.dat"))
-            problems.append(_missing(backup, f"{role}/{kind}", ["backup-seaweedfs"], "*.dat"))
-    problems.append(_missing(live, "request_id", ["temporal"]))
-    found = [p for p in problems if p]
+            label = f"{role}/{kind}"
+            expected += [(live, label, ["seaweedfs"], "*.dat"), (backup, label, ["backup-seaweedfs"], "*.dat")]
+        label = f"{role}/chroma_vector"
+        expected += [(live, label, ["chroma"], "*"), (backup, label, ["backup-chroma"], "*")]
+    expected.append((live, "request_id", ["temporal"], "*"))
+    found = [m for m in (_missing(*e) for e in expected) if m]
     assert not found, "the scan misses a control:\n  " + "\n  ".join(found) + "\n" + summary(world)
 
 
@@ -615,7 +635,7 @@ def test_a_compressed_size_value_is_found_in_its_toast_file(world: World) -> Non
     assert large["stored_bytes"] >= large["text_bytes"] > 2032, large  # above the TOAST threshold, full size
     in_toast = world.live.of(f"{LEGACY}/plain_large", ["postgres"]).get(f"postgres:{world.toast_file}", 0)
     # TOAST cuts the value in ~2 kB chunks: a canary across a cut is split, every other one is there
-    assert in_toast >= LARGE_REPEATS // 2, f"{in_toast} of {LARGE_REPEATS} copies in {world.toast_file}\n" + describe(
+    assert in_toast >= LARGE_REPEATS // 2, f"{in_toast} of {LARGE_REPEATS} copies in {world.toast_file}\n" + world.show(
         world.live.select([f"{LEGACY}/plain_large"])
     )
 
@@ -626,14 +646,14 @@ def _erased_canaries(world: World) -> list[str]:
 
 def test_no_canary_of_the_erased_user_in_the_database_files(world: World) -> None:
     hits = world.live.select(_erased_canaries(world), ["postgres"])
-    assert not hits, "the erased user's canaries in Postgres's data directory (heap, indexes, pg_wal):\n" + describe(
+    assert not hits, "the erased user's canaries in Postgres's data directory (heap, indexes, pg_wal):\n" + world.show(
         hits
     )
 
 
 def test_no_canary_of_the_erased_user_in_the_object_stores_files(world: World) -> None:
     hits = world.live.select(_erased_canaries(world), ["seaweedfs"])
-    assert not hits, "the erased user's canaries in SeaweedFS's files (volumes .dat/.idx, filer store):\n" + describe(
+    assert not hits, "the erased user's canaries in SeaweedFS's files (volumes .dat/.idx, filer store):\n" + world.show(
         hits
     )
 
@@ -646,29 +666,35 @@ def test_the_object_stores_volumes_keep_no_bytes_of_the_erased_users_deleted_obj
     before = [n for n in needles if not any(w.endswith(".dat") for w in world.backup.of(n, ["backup-seaweedfs"]))]
     assert not before, f"the scan does not see {before} in the pre-erasure volumes: it could not fail"
     hits = world.live.select(needles, ["seaweedfs"])
-    assert not hits, "bytes of the erased user's deleted objects still in SeaweedFS's files:\n" + describe(hits)
+    assert not hits, "bytes of the erased user's deleted objects still in SeaweedFS's files:\n" + world.show(hits)
 
 
 def test_no_canary_of_the_erased_user_in_chroma_the_cache_temporal_or_the_stacks_files(world: World) -> None:
     hits = world.live.select(_erased_canaries(world), ["chroma", "valkey", "temporal", "stack"])
-    assert not hits, "the erased user's canaries in other live files:\n" + describe(hits)
+    assert not hits, "the erased user's canaries in other live files:\n" + world.show(hits)
 
 
 def test_no_canary_of_the_erased_user_in_the_pre_erasure_backup(world: World) -> None:
     hits = world.backup.select(_erased_canaries(world))
-    assert not hits, "the erased user's canaries in the pre-erasure backup:\n" + describe(hits)
+    assert not hits, "the erased user's canaries in the pre-erasure backup:\n" + world.show(hits)
 
 
 def test_the_erased_users_raw_id_is_in_no_file(world: World) -> None:
     needle = [f"{ERASED}/raw_id"]
     hits: list[Hit] = [*world.live.select(needle), *world.backup.select(needle)]
-    assert not hits, "the erased user's raw id in raw files (live and pre-erasure backup):\n" + describe(hits)
+    assert not hits, "the erased user's raw id in raw files (live and pre-erasure backup):\n" + world.show(hits)
 
 
-def test_no_plain_vector_of_the_erased_user_in_any_file(world: World) -> None:
-    needles = [label for label in world.people[ERASED].vectors]
-    hits: list[Hit] = [*world.live.select(needles), *world.backup.select(needles)]
-    assert not hits, "the erased user's memory vectors as plain float32 in raw files:\n" + describe(hits)
+def test_no_plain_vector_of_the_erased_user_in_any_live_file(world: World) -> None:
+    hits = world.live.select(list(world.people[ERASED].vectors))
+    assert not hits, "the erased user's memory vectors as plain float32 in live files:\n" + world.show(hits)
+
+
+def test_no_plain_vector_of_the_erased_user_in_the_pre_erasure_backup(world: World) -> None:
+    """An embedding is personal data (inversion recovers names and places): a copy taken before the erasure
+    must not hold one readable either (the memory table seals them; the Chroma backend keeps them plain)."""
+    hits = world.backup.select(list(world.people[ERASED].vectors))
+    assert not hits, "the erased user's memory vectors as plain float32 in the pre-erasure backup:\n" + world.show(hits)
 
 
 def test_the_restored_dump_does_not_open_for_the_erased_user_and_opens_for_a_control(

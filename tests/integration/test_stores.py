@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from google.genai import types
 
-from stores.artifacts import session_prefix, user_prefix
+from stores.artifacts import artifact_prefix, session_prefix, user_prefix
 from stores.errors import DataKeyShredded, InvalidIdentifier
 from stores.fingerprint import snapshot, user_snapshot
 from stores.identity import session_ref, subject_key
@@ -79,6 +79,34 @@ def test_adk_reads_back_what_the_seeder_wrote(platform: Platform) -> None:
     asyncio.run(read())
     assert report.summaries == 2
     assert all(u.log_lines for u in report.users)
+
+
+def test_artifact_custom_metadata_reads_back_and_is_sealed_in_the_object_store(platform: Platform) -> None:
+    app, user, word = "artifact-meta", f"meta-{uuid.uuid4().hex[:8]}", f"okapi{uuid.uuid4().hex[:8]}"
+    service = platform.artifact_service
+
+    async def roundtrip() -> list[Any]:
+        await service.save_artifact(
+            app_name=app,
+            user_id=user,
+            filename="letter.txt",
+            artifact=types.Part(text="hello"),
+            session_id="s1",
+            custom_metadata={"caption": f"letter from {word}"},
+        )
+        return await service.list_artifact_versions(app_name=app, user_id=user, filename="letter.txt", session_id="s1")
+
+    (version,) = asyncio.run(roundtrip())
+    assert version.custom_metadata == {"caption": f"letter from {word}"}
+    sk = subject_key(platform.config.subject_secret, app, user)
+    key = f"{artifact_prefix(app, sk, 'letter.txt', 's1')}0"
+    stored = platform.s3.head_object(Bucket=platform.config.artifact_bucket, Key=key)["Metadata"]["custom"]
+    assert stored.startswith("sealed:v1:")
+    assert word not in stored  # the object store's metadata database never holds the words
+    platform.keys.shred(sk)
+    with pytest.raises(DataKeyShredded):
+        asyncio.run(service.list_artifact_versions(app_name=app, user_id=user, filename="letter.txt", session_id="s1"))
+    platform.artifacts.erase_prefix(session_prefix(app, sk, "s1"))
 
 
 def test_each_adapter_erases_exactly_one_user_and_is_idempotent(platform: Platform) -> None:

@@ -1,10 +1,8 @@
-"""The benchmark's pure helpers: summaries, targets, the table, step timing and the PNG writer."""
+"""The benchmark's pure helpers: summaries, targets, the table and step timing (charts: test_bench_charts.py)."""
 
 from __future__ import annotations
 
 import json
-import struct
-import zlib
 from pathlib import Path
 
 import pytest
@@ -13,23 +11,9 @@ from bench.ceiling import ACTIVITIES_PER_RUN
 from bench.counters import CallCounter, group
 from bench.expiry import SweepCost, apart
 from bench.history import Record, counts_by_name, covered, step_times
-from bench.png import SIGNATURE, Canvas, bar_chart, encode_png
 from bench.run import Figures, Plan, rows
 from bench.stats import Row, Target, format_table, ratio, summarize
 from workflows.expiry_contracts import ExpiryCounts
-
-
-def _chunks(png: bytes) -> list[tuple[bytes, bytes]]:
-    assert png.startswith(SIGNATURE)
-    out, pos = [], len(SIGNATURE)
-    while pos < len(png):
-        (length,) = struct.unpack(">I", png[pos : pos + 4])
-        kind, data = png[pos + 4 : pos + 8], png[pos + 8 : pos + 8 + length]
-        (crc,) = struct.unpack(">I", png[pos + 8 + length : pos + 12 + length])
-        assert crc == zlib.crc32(kind + data) & 0xFFFFFFFF
-        out.append((kind, data))
-        pos += 12 + length
-    return out
 
 
 def test_summarize_median_min_max() -> None:
@@ -121,33 +105,6 @@ def test_counter_deltas_and_grouping() -> None:
     assert g["s3_requests"] == 6
     assert g["sql_statements"] == 7
     assert g["kms_calls"] == 0
-
-
-def test_png_signature_ihdr_and_pixels() -> None:
-    canvas = Canvas(4, 3, background=(255, 255, 255))
-    canvas.rect(1, 1, 2, 1, (10, 20, 30))
-    chunks = _chunks(canvas.png())
-    assert [k for k, _ in chunks] == [b"IHDR", b"IDAT", b"IEND"]
-    width, height, depth, colour, _c, _f, _i = struct.unpack(">IIBBBBB", chunks[0][1])
-    assert (width, height, depth, colour) == (4, 3, 8, 2)
-    raw = zlib.decompress(chunks[1][1])
-    assert len(raw) == 3 * (1 + 4 * 3)
-    row1 = raw[13:26]
-    assert row1[0] == 0  # filter type None
-    assert row1[1:4] == b"\xff\xff\xff"
-    assert row1[4:7] == bytes((10, 20, 30))
-    with pytest.raises(ValueError, match="does not match"):
-        encode_png(2, 2, b"\x00" * 5)
-
-
-def test_bar_chart_is_a_valid_png() -> None:
-    png = bar_chart("time per step", [("erase_artifacts", 0.5), ("verify", 1.25), ("zero", 0.0)])
-    chunks = _chunks(png)
-    width, height = struct.unpack(">II", chunks[0][1][:8])
-    assert width == 960
-    assert height > 3 * 22
-    raw = zlib.decompress(chunks[1][1])
-    assert len(raw) == height * (1 + width * 3)
 
 
 def test_expiry_figure_costs_per_row_and_how_far_apart() -> None:

@@ -1,0 +1,40 @@
+"""The per-user rotation of vectors a vector database ranks in the clear (``stores.vector_rotation``)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import numpy as np
+
+from stores.crypto import DataKey
+from stores.vector_rotation import rotate, rotation
+
+
+def _key() -> DataKey:
+    return DataKey(uuid.uuid4(), os.urandom(32))
+
+
+def test_the_rotation_is_orthogonal_and_fixed_by_the_key() -> None:
+    key = _key()
+    q = rotation(key, 64)
+    assert np.allclose(q @ q.T, np.eye(64), atol=1e-10)
+    assert np.array_equal(q, rotation(DataKey(key.key_id, key.material), 64))  # the same key, the same matrix
+    assert not np.allclose(q, rotation(_key(), 64))  # another user's key, another matrix
+
+
+def test_ranking_is_unchanged_and_the_stored_vectors_are_not_the_plain_ones() -> None:
+    rng = np.random.default_rng(7)
+    vectors, query = rng.standard_normal((50, 64)).tolist(), rng.standard_normal(64).tolist()
+    key = _key()
+    stored, asked = rotate(key, vectors), rotate(key, [query])[0]
+
+    def cosine_order(vs: list[list[float]], q: list[float]) -> list[int]:
+        m, v = np.asarray(vs), np.asarray(q)
+        return list(np.argsort(-(m @ v) / (np.linalg.norm(m, axis=1) * np.linalg.norm(v))))
+
+    assert cosine_order(stored, asked) == cosine_order(vectors, query)
+    assert not np.allclose(np.asarray(stored), np.asarray(vectors))
+    wrong = rotate(_key(), [query])[0]  # without the key the query is just another vector
+    assert cosine_order(stored, wrong) != cosine_order(vectors, query)
+    assert rotate(key, []) == []
