@@ -117,6 +117,8 @@ class Person:
     subject_key: str
     canaries: dict[str, str]  # site -> canary
     vectors: dict[str, list[float]] = field(default_factory=dict)  # label -> the plain vector a store could keep
+    #: label -> a vector as its store keeps it (Chroma: under the user's rotation, ``stores.vector_rotation``)
+    kept_vectors: dict[str, list[float]] = field(default_factory=dict)
     #: label -> bytes of the objects the user's data became in the bucket (sealed), read before the erasure:
     #: a deleted object's bytes stay in a SeaweedFS volume until it is compacted
     stored: dict[str, list[bytes]] = field(default_factory=dict)
@@ -343,6 +345,9 @@ async def seed_person(platform: Platform, person: Person) -> None:
     chroma_text = f"the user's doctor is {c['chroma']}"
     assert platform.chroma_memory.add([NewMemory(APP, user, chroma_text, kind="fact")]) == 1
     person.vectors[f"{person.role}/chroma_vector"] = platform.chroma_memory.embedder.embed(chroma_text)
+    with platform.chroma_memory.opened(person.subject_key, create=False) as col:
+        (kept,) = platform.chroma_memory.rotated(col, [person.vectors[f"{person.role}/chroma_vector"]])
+    person.kept_vectors[f"{person.role}/chroma_kept_vector"] = kept
 
 
 async def seed_legacy_rows(platform: Platform, person: Person) -> None:
@@ -518,7 +523,9 @@ def patterns_of(people: Mapping[str, Person], request_id: str) -> list[Pattern]:
         texts.update(p.needles())
         texts[f"{p.role}/raw_id"] = p.user_id
         ids[f"{p.role}/subject_key"] = p.subject_key
-    vectors = [float32_pattern(label, v) for p in people.values() for label, v in p.vectors.items()]
+    vectors = [
+        float32_pattern(label, v) for p in people.values() for label, v in [*p.vectors.items(), *p.kept_vectors.items()]
+    ]
     stored = [
         Pattern(label, "bytes", data) for p in people.values() for label, blobs in p.stored.items() for data in blobs
     ]
@@ -603,7 +610,8 @@ def test_the_scan_finds_each_control_where_its_data_lives(world: World) -> None:
 
     Postgres (heap, WAL, the dump, the copied data directory): the legacy control's plain rows and raw id.
     SeaweedFS (volumes and filer store, live and copied): the controls' sealed objects as stored, their
-    subject keys (log line headers, directory entries). Chroma: the controls' vectors. Valkey's snapshot:
+    subject keys (log line headers, directory entries). Chroma: the controls' vectors as it keeps them (under
+    each user's rotation). Valkey's snapshot:
     the controls' subject keys (key names). Temporal's database: the request id (workflow ids)."""
     live, backup = world.live, world.backup
     expected: list[tuple[Scan, str, list[str], str]] = []  # (scan, needle, roots, files)
@@ -619,7 +627,7 @@ def test_the_scan_finds_each_control_where_its_data_lives(world: World) -> None:
         for kind in ("artifact_object", "log_line"):
             label = f"{role}/{kind}"
             expected += [(live, label, ["seaweedfs"], "*.dat"), (backup, label, ["backup-seaweedfs"], "*.dat")]
-        label = f"{role}/chroma_vector"
+        label = f"{role}/chroma_kept_vector"  # as Chroma keeps it: rotated (the plain one is in no file)
         expected += [(live, label, ["chroma"], "*"), (backup, label, ["backup-chroma"], "*")]
     expected.append((live, "request_id", ["temporal"], "*"))
     found = [m for m in (_missing(*e) for e in expected) if m]
