@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench import results_history
+from bench import capacity, results_history
 from bench.run import Plan, main_sync
 from workers.logging_setup import configure_logging
 
@@ -26,6 +27,19 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--no-history", action="store_true", help="do not append this run to the history")
     parser.add_argument(
+        "--backlog",
+        type=int,
+        default=None,
+        help="small erasures filed at once, drained by 1 then 2 worker processes (default 1000 full, 0 quick)",
+    )
+    parser.add_argument(
+        "--capacity",
+        type=Path,
+        default=None,
+        metavar="BENCH_JSON",
+        help="print the capacity model (README table) from a run's bench.json, run nothing",
+    )
+    parser.add_argument(
         "--readme-table",
         action="store_true",
         help="print the README's table (latest full run and the one before) from the history, run nothing",
@@ -37,9 +51,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     if args.runs is not None and args.runs < 1:
         raise SystemExit("--runs must be at least 1")
+    if args.capacity is not None:
+        values = json.loads(args.capacity.read_text())["values"]
+        print(capacity.markdown(capacity.Measured.from_values(values)), end="")
+        return 0
     if args.readme_table:
         print(results_history.readme_table(results_history.read(args.history)), end="")
         return 0
     configure_logging("json", logging.WARNING)
-    plan = Plan.make(args.quick, args.runs, args.out, args.size)
+    plan = Plan.make(args.quick, args.runs, args.out, args.size, args.backlog)
     return main_sync(plan, history=None if args.no_history else args.history)

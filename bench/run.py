@@ -21,7 +21,8 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from bench import ceiling, cpu, results_history
+from bench import backlog as backlog_bench
+from bench import capacity, ceiling, cpu, results_history
 from bench import expiry as expiry_bench
 from bench import sealing as sealing_bench
 from bench.actions import count_actions
@@ -59,12 +60,16 @@ class Plan:
     expiry_rows: int = 40  # expired rows the sweep forgets at each size ...
     expiry_subjects: int = 8  # ... of this many users (one forget each)
     search_rows: int = 2_000  # memory rows of the user whose search is timed sealed vs plain (figure 7)
+    backlog: int = 0  # small erasures filed at once, drained by 1 then 2 worker processes (figure 8; 0: skipped)
 
     @classmethod
-    def make(cls, quick: bool, runs: int | None, out_dir: Path, size: str | None = None) -> Plan:
+    def make(
+        cls, quick: bool, runs: int | None, out_dir: Path, size: str | None = None, backlog: int | None = None
+    ) -> Plan:
         if quick:
-            return cls(True, runs or 1, size or "typical", 10, 30, 20, out_dir)
-        return cls(False, runs or 3, size or "large", 10, 1000, 100, out_dir, 50_000, 200, 20, 13_000)
+            return cls(True, runs or 1, size or "typical", 10, 30, 20, out_dir, backlog=backlog or 0)
+        full = cls(False, runs or 3, size or "large", 10, 1000, 100, out_dir, 50_000, 200, 20, 13_000)
+        return dataclasses.replace(full, backlog=1000 if backlog is None else backlog)
 
 
 @dataclass
@@ -301,6 +306,21 @@ class Bench:
             self.figures.add("expiry_apart", expiry_bench.apart(a.seconds_per_row, b.seconds_per_row))
         self.figures.notes["expiry_runs"] = [dataclasses.asdict(c) for c in costs["small"] + costs["large"]]
 
+    async def backlog(self, seeder: Platform) -> None:
+        runs = {}
+        for workers in (1, 2):
+            users = await self.seed(seeder, f"backlog{workers}", self.plan.backlog, "small")
+            run = await backlog_bench.backlog_run(
+                self.client, self.platform, self.settings, APP, users, workers, self.plan.out_dir, say
+            )
+            runs[workers] = run.summary()
+            for key, value in runs[workers].items():
+                if key not in ("workers", "erasures"):
+                    self.figures.add(f"backlog_{key}_{workers}w", float(value))
+        self.figures.notes["backlog"] = runs
+        if runs[2]["drain_seconds"]:
+            self.figures.add("backlog_speedup_2w", ratio(runs[1]["drain_seconds"], runs[2]["drain_seconds"]))
+
     async def sealing(self) -> None:
         """Figure 7: a memory search over sealed embeddings against plain pgvector, same words, same queries."""
         cost = await asyncio.to_thread(sealing_bench.search_cost, self.platform, APP, self.plan.search_rows)
@@ -392,6 +412,19 @@ def rows(f: Figures, plan: Plan) -> list[Row]:
     add("7 append an event, sealed / plain google-adk", "append_sealed_ratio", "x")
     add("7 load a session, sealed session service", "load_sealed_ms", "ms")
     add("7 load a session, sealed / plain google-adk", "load_sealed_ratio", "x")
+    n = plan.backlog
+    for w in (1, 2):
+        add(f"8 backlog {n}: drain time, {w} worker process(es)", f"backlog_drain_seconds_{w}w", "s")
+        add(
+            f"8 backlog {n}: completed, {w} worker process(es)", f"backlog_completed_{w}w", "", Target(n, at_most=False)
+        )
+        add(f"8 backlog {n}: latency p50, {w} worker(s)", f"backlog_latency_p50_seconds_{w}w", "s")
+        add(f"8 backlog {n}: latency p99, {w} worker(s)", f"backlog_latency_p99_seconds_{w}w", "s")
+        add(
+            f"8 backlog {n}: worker CPU s / erasure, {w} worker(s)", f"backlog_worker_cpu_seconds_per_erasure_{w}w", "s"
+        )
+        add(f"8 backlog {n}: worker peak RSS, {w} worker(s)", f"backlog_worker_peak_rss_mb_{w}w", "MB")
+    add(f"8 backlog {n}: drain 1 worker / 2 workers", "backlog_speedup_2w", "x")
     return out
 
 
@@ -451,6 +484,9 @@ async def measure(plan: Plan, settings: Settings) -> tuple[Figures, Erasure | No
             await bench.expiry()
             say(f"phase 5: sealing on the hot paths (memory search over {plan.search_rows:,} rows, append, load)")
             await bench.sealing()
+            if plan.backlog:
+                say(f"phase 6: backlog, {plan.backlog} small erasures filed at once, 1 then 2 worker processes")
+                await bench.backlog(seeder)
     finally:
         seeder.close()
         platform.close()
@@ -553,6 +589,9 @@ def main_sync(plan: Plan, echo: Callable[[str], None] = say, history: Path | Non
     table = rows(figures, plan)
     print(format_table(table))
     print(f"\nactivities per erasure: {figures.notes.get('activities_per_erasure')}; total time {total:.0f}s")
+    model = capacity.markdown(capacity.Measured.from_values(figures.values))
+    figures.notes["capacity_model"] = model
+    print("\ncapacity model (measured per erasure, extrapolated per month):\n" + model)
     written = write_outputs(plan, figures, table, sample, total, history)
     print("wrote " + ", ".join(str(p) for p in written))
     return 0
