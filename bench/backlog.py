@@ -120,10 +120,15 @@ async def backlog_run(
     """File one erasure per user at once on a fresh queue served by ``workers`` worker processes; drain it."""
     queue = f"backlog-{workers}-{uuid.uuid4().hex[:8]}"
     run_settings = settings.model_copy(update={"task_queue": queue})
-    procs = [
-        WorkerProcess(run_settings, settings.temporal_target, log_dir / f"backlog-{queue}-{n}.log").start()
-        for n in range(workers)
-    ]
+
+    def start_workers() -> list[WorkerProcess]:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        return [
+            WorkerProcess(run_settings, settings.temporal_target, log_dir / f"backlog-{queue}-{n}.log").start()
+            for n in range(workers)
+        ]
+
+    procs = await asyncio.to_thread(start_workers)
     out = BacklogRun(workers, len(users))
     try:
         pids = [p.proc.pid for p in procs if p.proc is not None]
@@ -150,8 +155,7 @@ async def backlog_run(
         out.cpu_seconds = [_cpu(pid) - cpu_before[pid] for pid in pids]
         out.peak_rss_mb = [rss.peaks[pid] / 2**20 for pid in pids]
     finally:
-        for p in procs:
-            p.stop()
+        await asyncio.gather(*(asyncio.to_thread(p.stop) for p in procs))
     s = out.summary()
     say(
         f"  [backlog, {workers} worker process(es)] {out.erasures} erasures drained in {s['drain_seconds']}s "

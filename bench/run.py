@@ -30,13 +30,17 @@ from bench.counters import CallCounter, group, watch_boto, watch_cache, watch_ch
 from bench.direct import erase_directly
 from bench.history import counts_by_name, covered, records, step_times
 from bench.stats import Row, Target, format_table, ratio, summarize
+from stores.bulk_check import check_sample
+from stores.bulk_seed import bulk_seed
 from stores.platform import Platform
 from stores.seeder import seed_platform, user_ids
 from tests.stack_fixture import make_test_settings
+from workers.local_kms import offline_wrapper, read_key_id
 from workers.local_secrets import load_secrets
 from workers.service import file_request, reverify_input
 from workers.settings import Settings
 from workers.stack import launcher
+from workers.stack.parts import KmsPart
 from workers.temporal_client import connect
 from workers.wiring import build_platform
 from workers.worker import build_worker
@@ -52,8 +56,8 @@ class Plan:
     quick: bool
     runs: int
     target_size: str  # the measured user ("large"; "typical" in quick mode)
-    background_small: int  # background users of "typical" size, small platform
-    background_large: int  # ... large platform
+    background_small: int  # background users of "typical" size (ADK services), small platform
+    background_large: int  # ... large platform: the users beyond background_small are bulk-seeded (stores.bulk_seed)
     concurrent: int  # concurrent "small" erasures for throughput
     out_dir: Path
     expiry_background: int = 5_000  # background memory rows of the expiry figure (then 10x as many)
@@ -61,15 +65,27 @@ class Plan:
     expiry_subjects: int = 8  # ... of this many users (one forget each)
     search_rows: int = 2_000  # memory rows of the user whose search is timed sealed vs plain (figure 7)
     backlog: int = 0  # small erasures filed at once, drained by 1 then 2 worker processes (figure 8; 0: skipped)
+    bulk_keys: str = "offline"  # bulk seeding's data keys: wrapped by the local KMS key; "kms": one call each
 
     @classmethod
     def make(
-        cls, quick: bool, runs: int | None, out_dir: Path, size: str | None = None, backlog: int | None = None
+        cls,
+        quick: bool,
+        runs: int | None,
+        out_dir: Path,
+        size: str | None = None,
+        backlog: int | None = None,
+        background: int | None = None,
+        bulk_keys: str = "offline",
     ) -> Plan:
         if quick:
-            return cls(True, runs or 1, size or "typical", 10, 30, 20, out_dir, backlog=backlog or 0)
-        full = cls(False, runs or 3, size or "large", 10, 1000, 100, out_dir, 50_000, 200, 20, 13_000)
-        return dataclasses.replace(full, backlog=1000 if backlog is None else backlog)
+            plan = cls(True, runs or 1, size or "typical", 10, 1_000, 20, out_dir, backlog=backlog or 0)
+        else:
+            full = cls(False, runs or 3, size or "large", 10, 100_000, 100, out_dir, 50_000, 200, 20, 13_000)
+            plan = dataclasses.replace(full, backlog=1000 if backlog is None else backlog)
+        if background is not None:
+            plan = dataclasses.replace(plan, background_large=max(background, plan.background_small))
+        return dataclasses.replace(plan, bulk_keys=bulk_keys)
 
 
 @dataclass
@@ -134,6 +150,35 @@ class Bench:
                 "memories": len(u.memory_ids),
                 "log_lines": u.log_lines,
             }
+        return users
+
+    async def seed_bulk(self, seeder: Platform, count: int, wrap: Callable[[bytes], bytes] | None) -> list[str]:
+        """``count`` background users straight into each store's format (``stores.bulk_seed``), then 20 of them
+        read back through the services (``stores.bulk_check``); throughput to stderr and bench.json."""
+        self._seed_n += 1
+        users = user_ids(count, self._seed_n, prefix=f"bulk-{uuid.uuid4().hex[:6]}")
+        step = max(1, count // 10)
+
+        def progress(message: str) -> None:
+            done = int(message.split()[1].split("/")[0])
+            if done % step < 1000 or done == count:
+                say(f"  {message}")
+
+        report = await bulk_seed(
+            seeder, APP, users, "background", seed=1000 + self._seed_n, wrap=wrap, progress=progress
+        )
+        done = report.summary()
+        say(
+            f"  bulk-seeded {count:,} background users in {report.seconds:.1f}s: {done['users_per_second']:,} users/s, "
+            f"{report.total_rows:,} rows ({done['rows_per_second']:,}/s), {report.objects:,} objects, "
+            f"{report.log_lines:,} log lines, {report.keys_generated:,} data keys ({report.kms_calls:,} KMS calls)"
+        )
+        checked = await check_sample(seeder, report, sample=20)
+        done["sample_check"] = {"users": len(checked.users), "checks": checked.checks, "failures": checked.failures}
+        say(f"  read back {len(checked.users)} of them: {'ok' if checked.passed else checked.failures[:3]}")
+        self.seeded += count
+        self.figures.notes.setdefault("bulk_seeding", []).append(done)
+        self.figures.notes.setdefault("seeding_seconds", []).append(["bulk-bg", count, "background", done["seconds"]])
         return users
 
     # ----- one erasure -----------------------------------------------------------------------------
@@ -311,7 +356,7 @@ class Bench:
         for workers in (1, 2):
             users = await self.seed(seeder, f"backlog{workers}", self.plan.backlog, "small")
             run = await backlog_bench.backlog_run(
-                self.client, self.platform, self.settings, APP, users, workers, self.plan.out_dir, say
+                self.client, self.platform, self.settings, APP, users, workers, self.plan.out_dir / "worker-logs", say
             )
             runs[workers] = run.summary()
             for key, value in runs[workers].items():
@@ -470,11 +515,10 @@ async def measure(plan: Plan, settings: Settings) -> tuple[Figures, Erasure | No
                 bench.figures.notes["activity_counts"] = sample.activity_counts
                 bench.figures.notes["raw_calls_per_erasure"] = sample.raw_calls
                 bench.figures.notes["steps_seconds"] = [[n, round(s, 4)] for n, s in sample.steps]
-            say(f"phase 2: {plan.background_large} background users")
+            say(f"phase 2: {plan.background_large:,} background users (beyond the first 10: bulk-seeded)")
             extra = plan.background_large - plan.background_small
-            step = 250
-            for start in range(0, extra, step):
-                await bench.seed(seeder, "bg", min(step, extra - start), "typical")
+            if extra > 0:
+                await bench.seed_bulk(seeder, extra, bulk_wrap(settings, seeder, plan.bulk_keys))
             large = await bench.platform_phase(seeder, "large")
             if large:
                 bench.figures.notes["steps_seconds_large_platform"] = [[n, round(s, 4)] for n, s in large[0].steps]
@@ -491,6 +535,15 @@ async def measure(plan: Plan, settings: Settings) -> tuple[Figures, Erasure | No
         seeder.close()
         platform.close()
     return bench.figures, sample
+
+
+def bulk_wrap(settings: Settings, seeder: Platform, keys: str) -> Callable[[bytes], bytes] | None:
+    """Offline wrapping by the local KMS key (``workers.local_kms.offline_wrapper``) when asked for and the
+    stack's KMS is the embedded one with that key; ``None``: one KMS ``GenerateDataKey`` per user."""
+    state = KmsPart(settings).key_state
+    if keys != "offline" or not settings.embedded_kms or read_key_id(state) != seeder.config.kms_key_id:
+        return None
+    return offline_wrapper(state)
 
 
 def write_outputs(

@@ -20,6 +20,7 @@ from stores.logs import LogArchive
 from stores.memory import MemoryEraser, MemoryStore
 from stores.memory_lifecycle import Caps
 from stores.memory_states import MemoryStates
+from stores.pool_check import RecentlyUsedCheck
 from stores.requests import RequestStore
 from stores.sessions import SessionStore
 from stores.tombstones import TombstoneLedger
@@ -68,13 +69,17 @@ class Platform:
 
     def __init__(self, config: PlatformConfig) -> None:
         self.config = config
+        self.pool_check = RecentlyUsedCheck()
         self.pool = ConnectionPool(
             config.postgres_url,
             min_size=1,
             max_size=config.pool_size,
             kwargs={"autocommit": True},
             open=True,
-            check=ConnectionPool.check_connection,  # a restarted database never hands out dead connections
+            # a restarted database never hands out dead connections; one back from use a moment ago is not
+            # checked again (stores/pool_check.py)
+            check=self.pool_check.check,
+            reset=self.pool_check.reset,
             # fail fast while the database is away: Temporal's retry (with backoff, visible in the
             # history) is the place to wait, not a thread blocked inside a pool
             timeout=config.pool_timeout,
