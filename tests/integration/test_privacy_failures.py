@@ -56,7 +56,7 @@ def broken(base: Platform, sessions: type[SessionStore]) -> Platform:
     class Broken(Platform):
         @cached_property
         def sessions(self) -> SessionStore:
-            return sessions(self.pool)
+            return sessions(self.pool, self.config.subject_secret)
 
     return Broken(base.config)
 
