@@ -52,8 +52,6 @@ from typing import Any
 import psycopg
 import pytest
 import pytest_asyncio
-from google.adk.events.event import Event
-from google.adk.events.event_actions import EventActions
 from google.adk.memory.memory_entry import MemoryEntry
 from google.genai import types
 from psycopg import sql
@@ -69,6 +67,7 @@ from stores.log_sealing import SEALED
 from stores.logs import LogLine
 from stores.memory import NewMemory
 from stores.platform import Platform
+from tests.adk_events import user_event
 from tests.raw_scan import Hit, Pattern, Scan, by_store, describe, float32_pattern, scan, text_patterns
 from tests.saga_harness import SagaHarness
 from workers.settings import Settings
@@ -287,15 +286,6 @@ def default_storage_compresses(platform: Platform, size_like: str) -> str | None
 # ----- seeding through the agent's services ---------------------------------------------------------------
 
 
-def _event(text: str, delta: dict[str, Any] | None = None, inv: str = "inv-1") -> Event:
-    return Event(
-        invocation_id=inv,
-        author="user",
-        content=types.Content(role="user", parts=[types.Part(text=text)]),
-        actions=EventActions(state_delta=delta or {}),
-    )
-
-
 async def seed_person(platform: Platform, person: Person) -> None:
     c, user = person.canaries, person.user_id
     service = platform.adk_session_service()
@@ -304,8 +294,8 @@ async def seed_person(platform: Platform, person: Person) -> None:
             app_name=APP, user_id=user, state={"note": f"remember {c['state']}", "user:city": c["user_state"]}
         )
         person.session_id = session.id
-        await service.append_event(session, _event(f"my neighbour is called {c['event']}", {"mood": c["delta"]}))
-        await service.append_event(session, _event("and one more turn", inv="inv-2"))
+        await service.append_event(session, user_event(f"my neighbour is called {c['event']}", {"mood": c["delta"]}))
+        await service.append_event(session, user_event("and one more turn", inv="inv-2"))
         await platform.memory_service.add_session_to_memory(session)
     finally:
         await service.db_engine.dispose()
@@ -358,8 +348,8 @@ async def seed_legacy_rows(platform: Platform, person: Person) -> None:
         session = await service.create_session(
             app_name=APP, user_id=person.user_id, state={"legacy_note": f"old note {c['plain_state']}"}
         )
-        await service.append_event(session, _event(f"old turn about {c['plain_event']}", inv="legacy-1"))
-        await service.append_event(session, _event(large_value(c["plain_large"]), inv="legacy-2"))
+        await service.append_event(session, user_event(f"old turn about {c['plain_event']}", inv="legacy-1"))
+        await service.append_event(session, user_event(large_value(c["plain_large"]), inv="legacy-2"))
     finally:
         await service.db_engine.dispose()
 

@@ -15,10 +15,7 @@ import uuid
 from typing import Any
 
 import pytest
-from google.adk.events.event import Event
-from google.adk.events.event_actions import EventActions
 from google.adk.sessions import DatabaseSessionService
-from google.genai import types
 from temporalio.testing import ActivityEnvironment
 
 from activities.reseal import ResealActivities, ResealBeat
@@ -29,6 +26,7 @@ from stores.errors import CiphertextInvalid, DataKeyShredded
 from stores.identity import subject_key
 from stores.platform import Platform
 from stores.sealed_adk import SealedSessionService
+from tests.adk_events import user_event
 from tests.saga_harness import SagaHarness
 from workers import reseal_command
 from workflows.reseal_contracts import (
@@ -43,15 +41,6 @@ from workflows.reseal_contracts import (
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
 APP = "sealed-sessions"
-
-
-def _event(text: str, delta: dict[str, Any] | None = None, inv: str = "inv-1") -> Event:
-    return Event(
-        invocation_id=inv,
-        author="user",
-        content=types.Content(role="user", parts=[types.Part(text=text)]),
-        actions=EventActions(state_delta=delta or {}),
-    )
 
 
 def _filed(platform: Platform, user: str) -> str:
@@ -120,9 +109,9 @@ async def test_agent_round_trip_is_plain_and_the_rows_are_sealed(platform: Platf
         assert session.state["user:city"] == words["ocelot"]
         await service.append_event(
             session,
-            _event(f"I keep a {words['narwhal']}", {"mood": words["axolotl"], "user:pet": words["pangolin"]}),
+            user_event(f"I keep a {words['narwhal']}", {"mood": words["axolotl"], "user:pet": words["pangolin"]}),
         )
-        await service.append_event(session, _event("and one more turn", {"turns": 4}, inv="inv-2"))
+        await service.append_event(session, user_event("and one more turn", {"turns": 4}, inv="inv-2"))
         await service.create_session(app_name=APP, user_id=other, state={"user:city": words["wombat"]})
 
         got = await service.get_session(app_name=APP, user_id=user, session_id=session.id)
@@ -225,7 +214,7 @@ async def test_legacy_plain_rows_still_read_and_the_reseal_seals_them_once(saga:
         legacy = await plain.create_session(
             app_name=APP, user_id=user, state={"topic": words[0], "user:city": words[1]}
         )
-        await plain.append_event(legacy, _event(f"my {words[2]} is ill", {"user:pet": words[3]}))
+        await plain.append_event(legacy, user_event(f"my {words[2]} is ill", {"user:pet": words[3]}))
     finally:
         await plain.close()
     assert all(w in _texts(_raw(platform, user)) for w in words)  # google-adk's own service: plain text
