@@ -5,6 +5,10 @@ through Temporal), resuming from the cursor in the last heartbeat of a previous 
 is the second sweep: every adapter of the plan again, in plan order, for anything a late writer slipped
 past the fence. The built-in steps' historical activities (``erase_artifacts``, ``forget_memory``, ...)
 run the same code for requests filed before plans existed.
+
+``erase_store_unless_held`` and ``sweep_stores_unless_held`` (the saga since ``fewer-actions-v1``) read the
+hold store right before their work, after everything else they look up, and do nothing while a hold exists:
+the result says ``held`` and the saga waits for the release, then runs the step again.
 """
 
 from __future__ import annotations
@@ -68,13 +72,33 @@ class StoreStepActivities(PlatformActivities):
     def erase_store(self, inp: StoreStepInput) -> StepResult:
         return erase_in(self.adapters, self.adapter_subject(inp.request_id, inp.subject_key, inp.app_name), inp.store)
 
+    @activity.defn(name=Activities.ERASE_STORE_UNLESS_HELD)
+    @translate_errors
+    def erase_store_unless_held(self, inp: StoreStepInput) -> StepResult:
+        subject = self.adapter_subject(inp.request_id, inp.subject_key, inp.app_name)
+        if self.held(inp.subject_key):
+            return StepResult(inp.store, held=True)
+        return erase_in(self.adapters, subject, inp.store)
+
     @activity.defn(name=Activities.SWEEP_STORES)
     @translate_errors
     def sweep_stores(self, inp: SweepStoresInput) -> StepResult:
         return self.second_sweep_of(StepInput(inp.request_id, inp.subject_key, inp.app_name), inp.stores)
 
-    def second_sweep_of(self, inp: StepInput, stores: Sequence[str]) -> StepResult:
+    @activity.defn(name=Activities.SWEEP_STORES_UNLESS_HELD)
+    @translate_errors
+    def sweep_stores_unless_held(self, inp: SweepStoresInput) -> StepResult:
+        step = StepInput(inp.request_id, inp.subject_key, inp.app_name)
+        return self.second_sweep_of(step, inp.stores, unless_held=True)
+
+    def held(self, subject_key: str) -> bool:
+        """Whether a legal hold exists for the subject now (the hold store is the authority)."""
+        return self.platform.requests.active_hold(subject_key) is not None
+
+    def second_sweep_of(self, inp: StepInput, stores: Sequence[str], *, unless_held: bool = False) -> StepResult:
         subject = self.adapter_subject(inp.request_id, inp.subject_key, inp.app_name)
+        if unless_held and self.held(inp.subject_key):
+            return StepResult("sweep", held=True)
         found, _reported = sweep_all(self.adapters, subject, stores)
         self.platform.requests.merge_record(inp.request_id, second_sweep=found)
         for store, n in found.items():
@@ -86,4 +110,4 @@ class StoreStepActivities(PlatformActivities):
         return erase_in(self.adapters, self.adapter_subject(inp.request_id, inp.subject_key, inp.app_name), store)
 
     def activities(self) -> list[Callable[..., Any]]:
-        return [self.erase_store, self.sweep_stores]
+        return [self.erase_store, self.erase_store_unless_held, self.sweep_stores, self.sweep_stores_unless_held]

@@ -1,12 +1,12 @@
 """The orchestration ceiling: a workflow with the saga's shape and no work.
 
 ``CeilingWorkflow`` runs no-op activities in the shape ``ErasureWorkflow`` has with no hold and no
-ingestion delay and the built-in plan: begin, hold read, fence, hold read, then artifacts, logs, the
-response cache, the Chroma memory and (sessions, hold read, memory) side by side, hold read, keys, hold
-read, sweep, one verifier child (eight parallel checks: seven stores and the fence; the main-pass
-verification is skipped without a delay), finish, lift fence, receipt. 26 activities and one child
-workflow, the same timeouts' shape and the same payload codec as the real saga (``tests/unit/test_bench.py``
-counts the activities of a recorded saga history against it).
+ingestion delay and the built-in plan (each store step reads the hold store inside its own activity):
+begin, fence, then artifacts, logs, the response cache, the Chroma memory and (sessions, memory, vacuum)
+side by side, the compaction after artifacts and logs, keys, sweep, one verifier child (one activity running
+every check; the main-pass verification is skipped without a delay), finish, lift fence, receipt. 16
+activities and one child workflow, the same timeouts' shape and the same payload codec as the real saga
+(``tests/unit/test_bench.py`` counts the activities of a recorded saga history against it).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from datetime import timedelta
 from temporalio import activity, workflow
 
 NOOP = "bench_noop"
-CHECKS = 8
+CHECKS = 1  # the verifier runs its checks in one activity (``VerifyInput.together``)
 TIMEOUT = timedelta(seconds=30)
 
 
@@ -42,23 +42,26 @@ class CeilingVerifierWorkflow:
 class CeilingWorkflow:
     @workflow.run
     async def run(self, key: str) -> int:
-        for name in ("begin", "hold", "fence", "hold"):
+        for name in ("begin", "fence"):
             await _noop(name)
 
-        async def sessions_then_memory() -> None:
-            await _noop("sessions")
-            await _noop("hold")
-            await _noop("memory")
+        async def sessions_memory_vacuum() -> None:
+            for name in ("sessions", "memory", "vacuum"):
+                await _noop(name)
+
+        async def objects_then_compaction() -> None:
+            await asyncio.gather(_noop("artifacts"), _noop("logs"))
+            await _noop("compaction")
 
         await asyncio.gather(
-            _noop("artifacts"), sessions_then_memory(), _noop("logs"), _noop("response_cache"), _noop("chroma_memory")
+            objects_then_compaction(), sessions_memory_vacuum(), _noop("response_cache"), _noop("chroma_memory")
         )
-        for name in ("hold", "keys", "hold", "sweep"):
+        for name in ("keys", "sweep"):
             await _noop(name)
         checks = await workflow.execute_child_workflow(CeilingVerifierWorkflow.run, "final", id=f"ceiling-{key}-final")
         for name in ("finish", "lift_fence", "receipt"):
             await _noop(name)
-        return 4 + 7 + 4 + checks + 3
+        return 2 + 8 + 2 + checks + 3
 
 
-ACTIVITIES_PER_RUN = 4 + 7 + 4 + CHECKS + 3
+ACTIVITIES_PER_RUN = 2 + 8 + 2 + CHECKS + 3

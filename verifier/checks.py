@@ -1,5 +1,9 @@
 """The verifier's independent checks: one per store of the request's plan, and the fence.
 
+``run_check`` runs one check per activity (verifications of requests filed before ``fewer-actions-v1``);
+``run_checks`` runs every check of a verification in one activity, one after another, each with its own
+queries and its own result, heartbeating the results so far after each.
+
 Each store's check is its adapter's ``remaining`` (``stores.adapters``): its own queries, written apart
 from the eraser's code, by indexed lookups, bypassing the write fence (which would make checks pass
 vacuously). While the request still holds the raw user id, checks may use it; after completion
@@ -16,20 +20,48 @@ leftover.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from temporalio import activity
 
-from activities.support import PlatformActivities, beat, count, keep_sensitive, translate_errors
-from stores.adapters.interface import Bound, Remaining, Subject
+from activities.support import PlatformActivities, beat, count, heartbeat_details, keep_sensitive, translate_errors
+from stores.adapters.interface import Beat, Bound, Remaining, Subject
 from stores.adapters.registry import AdapterConfigError, AdapterRegistry
 from stores.adapters.tombstone_reads import tombstoned_sessions
 from stores.identity import subject_key
 from stores.platform import Platform
 from stores.request_record import RequestRecord
 from stores.requests import FINAL_STATES
-from workflows.contracts import FENCE_CHECK, Activities, CheckInput, CheckResult
+from workflows.contracts import FENCE_CHECK, Activities, CheckInput, CheckResult, ChecksInput, ChecksResult
+
+#: heartbeat detail of ``run_checks``: the results of the checks done so far in this verification
+_DONE = "checks_done"
+
+
+@dataclass(frozen=True)
+class _Request:
+    user_id: str | None
+    record: RequestRecord
+    bound: Bound | None
+    missing_bound: bool  # ended, and its erasure time is not recorded: every check fails closed
+
+
+def _resumed(details: object) -> dict[str, CheckResult]:
+    """The results a previous attempt's last heartbeat carried (anything malformed is checked again)."""
+    out: dict[str, CheckResult] = {}
+    for item in details if isinstance(details, list) else []:
+        try:
+            result = CheckResult(str(item["check"]), bool(item["passed"]), dict(item["counts"]), str(item["detail"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+        out[result.check] = result
+    return out
+
+
+def _carrying(sofar: list[dict[str, Any]]) -> Beat:
+    """A check's own heartbeats, carrying the results so far: a retry resumes from whichever beat was last."""
+    return lambda details: beat(**{**details, _DONE: sofar})
 
 
 @dataclass(frozen=True)
@@ -75,32 +107,60 @@ class VerifierActivities(PlatformActivities):
     @activity.defn(name=Activities.CHECK)
     @translate_errors
     def run_check(self, inp: CheckInput) -> CheckResult:
-        user_id = self.platform.requests.user_id(inp.request_id)
-        if user_id is not None and subject_key(self.platform.config.subject_secret, inp.app_name, user_id) != (
-            inp.subject_key
-        ):
+        request = self._request(inp.request_id, inp.subject_key, inp.app_name)
+        result = self._judge(request, inp, lambda d: beat(**d))
+        return self._failed(inp, result) if not result.passed else result
+
+    @activity.defn(name=Activities.CHECKS)
+    @translate_errors
+    def run_checks(self, inp: ChecksInput) -> ChecksResult:
+        """Every check of one verification, one after another, each with its own queries and its own result.
+
+        A heartbeat after each check carries the results so far (PII-free: names, counts, details), so a
+        retry after an error or a worker crash runs only the checks that had no result yet; an error in a
+        check fails the attempt (nothing passes unchecked) and the attempt is retried as ``run_check`` was."""
+        done = _resumed(heartbeat_details({}).get(_DONE))
+        request = self._request(inp.request_id, inp.subject_key, inp.app_name)
+        for name in inp.checks:
+            if name in done:
+                continue
+            one = CheckInput(inp.request_id, inp.subject_key, inp.app_name, name, inp.phase)
+            result = self._judge(request, one, _carrying([asdict(r) for r in done.values()]))
+            done[name] = self._failed(one, result) if not result.passed else result
+            beat(**{_DONE: [asdict(r) for r in done.values()]})
+        return ChecksResult([done[name] for name in inp.checks])
+
+    def _request(self, request_id: str, key: str, app_name: str) -> _Request:
+        """What every check of a request needs: the raw id (while the request holds it), its record, and
+        on a request that already ended the bound of the erasure (``missing_bound``: it cannot be known)."""
+        user_id = self.platform.requests.user_id(request_id)
+        if user_id is not None and subject_key(self.platform.config.subject_secret, app_name, user_id) != key:
             user_id = None
-        row = self.platform.requests.get(inp.request_id)
+        row = self.platform.requests.get(request_id)
         bound: Bound | None = None
+        missing_bound = False
         if row.state in FINAL_STATES:
-            entry = self.platform.ledger.entry(inp.request_id)
+            entry = self.platform.ledger.entry(request_id)
             if entry is not None:
                 bound = Bound(entry.erased_at, entry.keys_shredded_at)
             elif row.state == "failed" and row.completed_at is not None:
                 bound = Bound(row.completed_at)
             else:
-                return self._failed(
-                    inp, missing(inp.check, "the erasure ledger entry of this completed request (its erasure time)")
-                )
-        keep_sensitive(user_id or "")  # masked in logs and in any error, until the check ends
-        result = self.check(CheckContext(inp, user_id, row.record, bound))
-        return self._failed(inp, result) if not result.passed else result
+                missing_bound = True
+        keep_sensitive(user_id or "")  # masked in logs and in any error, until the activity ends
+        return _Request(user_id, row.record, bound, missing_bound)
+
+    def _judge(self, request: _Request, inp: CheckInput, progress: Beat) -> CheckResult:
+        if request.missing_bound:
+            return missing(inp.check, "the erasure ledger entry of this completed request (its erasure time)")
+        return self.check(CheckContext(inp, request.user_id, request.record, request.bound), progress)
 
     def _failed(self, inp: CheckInput, result: CheckResult) -> CheckResult:
         count("erasure_verification_failures", "failed verification checks", check=inp.check, phase=inp.phase)
         return result
 
-    def check(self, ctx: CheckContext) -> CheckResult:
+    def check(self, ctx: CheckContext, progress: Beat | None = None) -> CheckResult:
+        """One check: the fence's, or the store's adapter's ``remaining`` (``progress``: its heartbeats)."""
         name = ctx.inp.check
         if name == FENCE_CHECK:
             return self.check_fence(ctx)
@@ -108,7 +168,8 @@ class VerifierActivities(PlatformActivities):
             adapter = self.adapters.get(name)
         except AdapterConfigError:
             return missing(name, f"an adapter for the store {name!r} on this worker")
-        return judged(name, adapter.remaining(ctx.subject, ctx.record, ctx.bound, lambda d: beat(**d)))
+        found = adapter.remaining(ctx.subject, ctx.record, ctx.bound, progress or (lambda d: beat(**d)))
+        return judged(name, found)
 
     def check_fence(self, ctx: CheckContext) -> CheckResult:
         if ctx.record.erased_sessions is None:
@@ -119,4 +180,4 @@ class VerifierActivities(PlatformActivities):
         return judged(FENCE_CHECK, found, "every erased session is tombstoned")
 
     def activities(self) -> list[Callable[..., Any]]:
-        return [self.run_check]
+        return [self.run_check, self.run_checks]

@@ -1,8 +1,13 @@
 """``VerifierWorkflow``: check every store directly that nothing of the subject is left.
 
 Runs as a child of the erasure after the main pass (``phase="main"``) and after the second sweep
-(``phase="final"``). Each check is one activity that reads the store itself, bypassing the write fence:
-one per store of the request's plan (``VerifyInput.checks``), then the fence.
+(``phase="final"``). Each check reads the store itself, bypassing the write fence: one per store of the
+request's plan (``VerifyInput.checks``), then the fence. With ``VerifyInput.together`` (the saga since
+``fewer-actions-v1``) every check runs in one ``run_checks`` activity, one after another with a heartbeat
+after each, so a verification costs one activity attempt instead of one per check; otherwise (histories
+recorded before, and re-verifications filed by an older client) one ``run_check`` activity per check, side
+by side. Either way each check has its own queries and its own result, an error fails the attempt (no check
+passes unread) and the attempt is retried; a non-retryable error fails the verification.
 """
 
 from __future__ import annotations
@@ -14,31 +19,46 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
+    from workflows import activity_refs as refs
     from workflows import error_types
-    from workflows.contracts import Activities, CheckInput, CheckResult, VerifyInput, VerifyResult
+    from workflows.contracts import Activities, CheckInput, CheckResult, ChecksInput, VerifyInput, VerifyResult
 
 #: the checks of requests filed before plans existed (a plan's request names its own: its stores and the fence)
 CHECKS = ("sessions", "artifacts", "memory", "logs", "keys", "fence")
+RETRY = RetryPolicy(maximum_interval=timedelta(seconds=30), non_retryable_error_types=list(error_types.NON_RETRYABLE))
+CHECK_TIMEOUT = timedelta(minutes=10)
+HEARTBEAT_TIMEOUT = timedelta(seconds=20)
 
 
 @workflow.defn(name="VerifierWorkflow")
 class VerifierWorkflow:
     @workflow.run
     async def run(self, inp: VerifyInput) -> VerifyResult:
-        async def one(check: str) -> CheckResult:
-            result = await workflow.execute_activity(
-                Activities.CHECK,
-                CheckInput(inp.request_id, inp.subject_key, inp.app_name, check, inp.phase),
-                result_type=CheckResult,
-                start_to_close_timeout=timedelta(minutes=10),
-                heartbeat_timeout=timedelta(seconds=20),
-                retry_policy=RetryPolicy(
-                    maximum_interval=timedelta(seconds=30),
-                    non_retryable_error_types=list(error_types.NON_RETRYABLE),
-                ),
+        names = list(inp.checks or CHECKS)
+        if inp.together:
+            together = await workflow.execute_activity(
+                refs.run_checks,
+                ChecksInput(inp.request_id, inp.subject_key, inp.app_name, names, inp.phase),
+                start_to_close_timeout=CHECK_TIMEOUT * len(names),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                retry_policy=RETRY,
+                summary=f"{len(names)} checks: " + ", ".join(names),
             )
-            assert isinstance(result, CheckResult)
-            return result
+            results = together.checks
+        else:
+            results = list(await asyncio.gather(*(self._one(inp, c) for c in names)))
+        # fail closed: every check asked for has its result, in order (none passes by being left out)
+        passed = all(r.passed for r in results) and [r.check for r in results] == names
+        return VerifyResult(phase=inp.phase, passed=passed, checks=results)
 
-        results = await asyncio.gather(*(one(c) for c in (inp.checks or CHECKS)))
-        return VerifyResult(phase=inp.phase, passed=all(r.passed for r in results), checks=list(results))
+    async def _one(self, inp: VerifyInput, check: str) -> CheckResult:
+        result = await workflow.execute_activity(
+            Activities.CHECK,
+            CheckInput(inp.request_id, inp.subject_key, inp.app_name, check, inp.phase),
+            result_type=CheckResult,
+            start_to_close_timeout=CHECK_TIMEOUT,
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
+            retry_policy=RETRY,
+        )
+        assert isinstance(result, CheckResult)
+        return result

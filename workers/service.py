@@ -163,7 +163,7 @@ def reverify_input(row: ErasureRequestRow, phase: str = "final") -> VerifyInput:
     """The verifier's input for a filed request: the checks of the stores its plan named (and the fence)."""
     stores = row.record.stores
     checks = [*stores, FENCE_CHECK] if stores is not None else []
-    return VerifyInput(row.request_id, row.subject_key, row.app_name, phase, checks=checks)
+    return VerifyInput(row.request_id, row.subject_key, row.app_name, phase, checks=checks, together=True)
 
 
 async def progress(client: Client, request_id: str) -> Progress | None:

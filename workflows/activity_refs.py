@@ -3,7 +3,7 @@
 Each is declared with its name (from ``contracts.Activities``) and its input and result types, so the saga
 calls ``workflow.execute_activity(erase_store, StoreStepInput(...))`` with both checked by mypy, without
 importing an implementation (those live in ``activities/`` and ``verifier/`` and register the same names).
-Calling one of these directly is a mistake: they raise.
+Calling one of these directly is a mistake: they raise. The verifier workflow calls ``run_checks`` the same way.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from temporalio import activity
 from workflows.contracts import (
     Activities,
     BeginResult,
+    ChecksInput,
+    ChecksResult,
     DueChange,
     FinishInput,
     HoldStatus,
@@ -77,6 +79,21 @@ def sweep_stores(inp: SweepStoresInput) -> StepResult:
     raise _declared_only()
 
 
+@activity.defn(name=Activities.FENCE_UNLESS_HELD)
+def fence_user_unless_held(inp: StepInput) -> StepResult:
+    raise _declared_only()
+
+
+@activity.defn(name=Activities.ERASE_STORE_UNLESS_HELD)
+def erase_store_unless_held(inp: StoreStepInput) -> StepResult:
+    raise _declared_only()
+
+
+@activity.defn(name=Activities.SWEEP_STORES_UNLESS_HELD)
+def sweep_stores_unless_held(inp: SweepStoresInput) -> StepResult:
+    raise _declared_only()
+
+
 @activity.defn(name=Activities.LIFT_FENCE)
 def lift_fence(inp: StepInput) -> StepResult:
     raise _declared_only()
@@ -89,4 +106,9 @@ def finish_request(inp: FinishInput) -> None:
 
 @activity.defn(name=Activities.RECEIPT)
 def issue_receipt(inp: ReceiptInput) -> ReceiptRef:
+    raise _declared_only()
+
+
+@activity.defn(name=Activities.CHECKS)
+def run_checks(inp: ChecksInput) -> ChecksResult:
     raise _declared_only()

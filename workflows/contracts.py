@@ -40,11 +40,18 @@ class Activities:
     FINISH = "finish_request"
     RECEIPT = "issue_receipt"
     CHECK = "run_check"
+    CHECKS = "run_checks"  # every check of a verification in one activity (``VerifyInput.together``)
     SWEEP_PAGE = "sweep_page"
     SWEEP_SUBJECT = "sweep_subject"
     # the plan-driven saga: one activity per kind of store work, the store named in the input
     ERASE_STORE = "erase_store"
     SWEEP_STORES = "sweep_stores"
+    # since ``fewer-actions-v1``: each destructive step reads the hold store itself, right before its work,
+    # and does nothing while a hold exists (``StepResult.held``); new names, so a worker that predates them
+    # never runs one without that read (it does not know the name: the attempt fails and is retried)
+    FENCE_UNLESS_HELD = "fence_user_unless_held"
+    ERASE_STORE_UNLESS_HELD = "erase_store_unless_held"
+    SWEEP_STORES_UNLESS_HELD = "sweep_stores_unless_held"
     # approval (the compliance console): the due date moved once, with the request store told
     SET_DUE = "set_request_due"
     # notifications (console-filed requests): a signed webhook per state change, the subject's e-mail
@@ -57,9 +64,22 @@ def store_activity_id(store: str) -> str:
     return f"erase:{store}"
 
 
+#: activities whose id names the step: a plan's stores (``erase:<store>``), and the fence and the sweep when
+#: they read the hold store themselves (ids ``fence_user`` and ``sweep_stores``, the labels they always had)
+_LABELLED_BY_ID = frozenset(
+    {
+        Activities.ERASE_STORE,
+        Activities.ERASE_STORE_UNLESS_HELD,
+        Activities.FENCE_UNLESS_HELD,
+        Activities.SWEEP_STORES_UNLESS_HELD,
+    }
+)
+
+
 def activity_label(activity_type: str, activity_id: str) -> str:
-    """How history readers name an activity: ``erase:<store>`` for a plan's store steps, else its type."""
-    return activity_id if activity_type == Activities.ERASE_STORE else activity_type
+    """How history readers, logs and metrics name an activity: ``erase:<store>`` for a plan's store steps,
+    ``fence_user`` and ``sweep_stores`` for the fence and the sweep whichever activity ran them, else its type."""
+    return activity_id if activity_type in _LABELLED_BY_ID else activity_type
 
 
 #: The verifier's check of the fence (session tombstones): not a store, always run after the stores' checks.
@@ -173,6 +193,9 @@ class SweepStoresInput:
 class StepResult:
     step: str
     counts: dict[str, int] = field(default_factory=dict)
+    #: the step read the hold store right before its work, found a hold and did nothing (the ``*_unless_held``
+    #: activities); the saga waits for the release and runs the step again
+    held: bool = False
 
 
 @dataclass(frozen=True)
@@ -223,6 +246,9 @@ class VerifyInput:
     #: the checks to run: the plan's stores and the fence (empty: the built-in checks of requests filed
     #: before plans existed)
     checks: list[str] = field(default_factory=list)
+    #: run every check in one ``run_checks`` activity (each with its own queries and result, a heartbeat
+    #: after each) instead of one ``run_check`` activity per check; set by the saga since ``fewer-actions-v1``
+    together: bool = False
 
 
 @dataclass(frozen=True)
@@ -240,6 +266,20 @@ class CheckResult:
     passed: bool
     counts: dict[str, int] = field(default_factory=dict)
     detail: str = ""  # PII-free explanation, e.g. "2 object versions remain"
+
+
+@dataclass(frozen=True)
+class ChecksInput:
+    request_id: str
+    subject_key: str
+    app_name: str
+    checks: list[str]  # in order; the results come back in the same order
+    phase: str
+
+
+@dataclass(frozen=True)
+class ChecksResult:
+    checks: list[CheckResult] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

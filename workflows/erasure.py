@@ -13,12 +13,20 @@ ingestion delay the main-pass verification is skipped: the sweep and the final v
 and the final pass checks every store.
 
 A legal hold wins whatever happened to its signal: the hold store is read right before every destructive
-step (one read covers the steps started side by side in the same workflow task). While on hold the saga
-re-reads it with a back-off (10 minutes growing to 6 hours; a ``hold_changed`` signal wakes it at once) and
-continues as new after a bounded number of re-checks, carrying its progress, so a hold of any length keeps
-each run's history small. A failed saga lifts the user fence (the user's agent would otherwise silently stop
-remembering) and records the failed step and the fence's fate with the request. Histories recorded before
-these rules replay on the old path (``workflow.patched``).
+step. Since ``fewer-actions-v1`` (requests filed with a plan) each destructive step's own activity reads it,
+after everything else it looks up and right before its work, and does nothing while a hold exists (its
+result says ``held``: the step is pending again, the saga waits for the release and runs it again); before,
+a ``hold_active`` activity read it before each step (one read covering the steps started side by side).
+While on hold the saga re-reads it with a back-off (10 minutes growing to 6 hours; a ``hold_changed`` signal
+wakes it at once) and continues as new after a bounded number of re-checks, carrying its progress, so a hold
+of any length keeps each run's history small. A failed saga lifts the user fence (the user's agent would
+otherwise silently stop remembering) and records the failed step and the fence's fate with the request.
+Histories recorded before these rules replay on the old path (``workflow.patched``).
+
+Temporal bills actions (issue 19): since ``fewer-actions-v1`` the final verification runs its checks in one
+activity and the status and stage search attributes are upserted once per workflow task, only when they
+changed (the values the filer set at start cost nothing), so a small erasure costs about 31 actions, 51
+before (``tests/integration/test_saga.py`` keeps it at 35 or fewer).
 
 Every payload carries only the request id, the subject key and the app name; activities look the raw user
 id up in the request store.
@@ -126,6 +134,11 @@ PARALLEL_DELETION = "parallel-deletion-v1"
 #: hold store read before every destructive step, continue-as-new while on hold, the fence lifted after the
 #: erasure is recorded, and lifted after a failure too
 HOLDS_AND_LIFECYCLE = "holds-and-lifecycle-v1"
+#: fewer Temporal actions per erasure (issue 19), for requests filed with a plan: each destructive step's own
+#: activity reads the hold store right before its work (no ``hold_active`` before it), every check of a
+#: verification runs in one activity, and the search attributes are upserted once per workflow task, only
+#: when a value changed
+FEWER_ACTIONS = "fewer-actions-v1"
 SEQUENTIAL_STEPS = ("fence", "artifacts", "sessions", "memory", "logs", "keys")
 SIDE_BY_SIDE = (("artifacts",), ("sessions", "memory"), ("logs",))
 
@@ -179,6 +192,11 @@ class ErasureWorkflow:
         self._notified_status = ""
         self._subject_key = ""
         self._notices: list[workflow.ActivityHandle[int]] = []
+        self._lean = False  # FEWER_ACTIONS: decided once per run, in ``_run``
+        self._shown: tuple[str | None, str | None] = (None, None)  # status and stage as last upserted
+        self._show_pending = False
+        self._hold_wait: asyncio.Task[None] | None = None  # the wait for a release the held steps share
+        self._releases = 0  # releases noticed in this run
         self._request_id, self._due_at, self._approval = inp.request_id, inp.due_at, inp.approval
         if inp.approval is not None and inp.resume is not None:  # a run continued as new: approved earlier
             self._decision = "approved"
@@ -289,9 +307,14 @@ class ErasureWorkflow:
         self._status = status
         if stage is not None:
             self._stage = stage
-        workflow.upsert_search_attributes(
-            [ERASURE_STATUS.value_set(self._status), ERASURE_STAGE.value_set(self._stage)]
-        )
+        if self._lean:  # once, at the end of this workflow task, and only if a value changed
+            if not self._show_pending:
+                self._show_pending = True
+                asyncio.get_running_loop().call_soon(self._show)
+        else:
+            workflow.upsert_search_attributes(
+                [ERASURE_STATUS.value_set(self._status), ERASURE_STAGE.value_set(self._stage)]
+            )
         if self._notify and status != self._notified_status:
             self._notified_status = status
             event = StateEvent(
@@ -302,6 +325,21 @@ class ErasureWorkflow:
                     refs.send_webhook, event, start_to_close_timeout=WEBHOOK_TIMEOUT, retry_policy=WEBHOOK_RETRY
                 )
             )
+
+    def _show(self) -> None:
+        """Upsert the status and stage that changed since they were last shown (``FEWER_ACTIONS``): steps
+        started side by side in one workflow task cost one upsert, a value set again costs none."""
+        self._show_pending = False
+        if not self._lean:
+            return
+        changed = []
+        if self._status != self._shown[0]:
+            changed.append(ERASURE_STATUS.value_set(self._status))
+        if self._stage != self._shown[1]:
+            changed.append(ERASURE_STAGE.value_set(self._stage))
+        if changed:
+            workflow.upsert_search_attributes(changed)
+            self._shown = (self._status, self._stage)
 
     async def _drain_notices(self) -> None:
         """Wait for the webhooks started so far; one that failed for good is given up, never the erasure."""
@@ -366,13 +404,33 @@ class ErasureWorkflow:
             await self._note_hold(step, status.on_hold)
             if not status.on_hold:
                 return
-            if self._rechecks_this_run >= HOLD_RECHECKS_PER_RUN or workflow.info().is_continue_as_new_suggested():
-                self._stop_waiting = True
-                raise _PauseForContinueAsNew()
-            interval = hold_recheck_interval(self._hold_rechecks)
-            self._hold_rechecks += 1
-            self._rechecks_this_run += 1
-            await self._wait_for_hold_change(seen, interval)
+            await self._hold_back_off(seen)
+
+    async def _hold_back_off(self, seen: int) -> None:
+        """Wait before the next read of the hold store, or pause this run (see ``_read_hold``)."""
+        if self._rechecks_this_run >= HOLD_RECHECKS_PER_RUN or workflow.info().is_continue_as_new_suggested():
+            self._stop_waiting = True
+            raise _PauseForContinueAsNew()
+        interval = hold_recheck_interval(self._hold_rechecks)
+        self._hold_rechecks += 1
+        self._rechecks_this_run += 1
+        await self._wait_for_hold_change(seen, interval)
+
+    async def _until_released(self, step: StepInput, seen: int) -> None:
+        """A step found a hold (``FEWER_ACTIONS``): wait until a read of the hold store finds none. Steps
+        that find it while a wait is under way share that wait; ``seen``: the hold signals counted before
+        the step read the store (a signal since wakes the wait at once)."""
+        if self._hold_wait is None or self._hold_wait.done():
+            self._hold_wait = asyncio.create_task(self._wait_for_release(step, seen))
+        await self._hold_wait
+
+    async def _wait_for_release(self, step: StepInput, seen: int) -> None:
+        await self._note_hold(step, True)
+        if self._stop_waiting:
+            raise _PauseForContinueAsNew()
+        await self._hold_back_off(seen)
+        await self._read_hold(step)  # re-read with the back-off until released
+        self._releases += 1
 
     async def _wait_for_hold_change(self, seen: int, interval: timedelta) -> None:
         """Until a hold signal arrives, a branch fails or pauses, or the re-check is due."""
@@ -385,25 +443,41 @@ class ErasureWorkflow:
             await workflow.wait_condition(lambda: self._hold_signals > seen, timeout=HOLD_RECHECK)
 
     async def _run_step(self, name: str, step: StepInput) -> StepResult:
-        self._mark(name, "running")
-        self._set_status("running", name)
-        try:
-            result = await self._step_activity(name, step)
-        except ActivityError:
-            self._mark(name, "failed")
-            self._stop_waiting = True  # a branch waiting on a hold stops waiting: the failure decides
-            raise
-        self._mark(name, "done", result.counts)
-        self._completions += 1
-        return result
+        """Run one step, recording its progress.
+
+        Since ``FEWER_ACTIONS`` the step's own activity reads the hold store right before its work: while a
+        hold is known the step waits for its release before it starts, and a step that finds a hold did
+        nothing, is pending again (its attempts unchanged) and runs again once the hold is released. (Older
+        runs read the store before calling this; their activities never say ``held``.)
+        """
+        while True:
+            if self._lean and self._on_hold:
+                await self._until_released(step, self._hold_signals)
+            before, seen, releases = self._steps[name], self._hold_signals, self._releases
+            self._mark(name, "running")
+            self._set_status("running", name)
+            try:
+                result = await self._step_activity(name, step)
+            except ActivityError:
+                self._mark(name, "failed")
+                self._stop_waiting = True  # a branch waiting on a hold stops waiting: the failure decides
+                raise
+            if not result.held:
+                self._mark(name, "done", result.counts)
+                self._completions += 1
+                return result
+            self._steps[name] = before
+            if self._releases == releases:  # else a release was noticed since this step read the store: again
+                await self._until_released(step, seen)
 
     async def _step_activity(self, name: str, step: StepInput) -> StepResult:
-        """A plan's store through ``erase_store``, its sweep through ``sweep_stores``; the built-in steps
-        of requests filed before plans through their historical activities."""
+        """A plan's store through ``erase_store``, its sweep through ``sweep_stores`` (their ``_unless_held``
+        twins, and the fence's, since ``FEWER_ACTIONS``: each reads the hold store itself); the built-in
+        steps of requests filed before plans through their historical activities."""
         planned = {p.name: p for p in self._plan or []}
         if name in planned:
             return await workflow.execute_activity(
-                refs.erase_store,
+                refs.erase_store_unless_held if self._lean else refs.erase_store,
                 StoreStepInput(step.request_id, step.subject_key, step.app_name, name),
                 start_to_close_timeout=BATCH_TIMEOUT if planned[name].batched else QUICK_TIMEOUT,
                 heartbeat_timeout=HEARTBEAT_TIMEOUT if planned[name].batched else None,
@@ -413,12 +487,21 @@ class ErasureWorkflow:
             )
         if self._plan is not None and name == "sweep":
             return await workflow.execute_activity(
-                refs.sweep_stores,
+                refs.sweep_stores_unless_held if self._lean else refs.sweep_stores,
                 SweepStoresInput(step.request_id, step.subject_key, step.app_name, list(planned)),
                 start_to_close_timeout=BATCH_TIMEOUT,
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=RETRY,
+                activity_id="sweep_stores" if self._lean else None,  # older runs: the SDK's own ids
                 summary="second sweep: " + ", ".join(planned),
+            )
+        if self._lean and name == "fence":
+            return await workflow.execute_activity(
+                refs.fence_user_unless_held,
+                step,
+                start_to_close_timeout=QUICK_TIMEOUT,
+                retry_policy=RETRY,
+                activity_id="fence_user",
             )
         return await call(STEP_ACTIVITY[name], step, StepResult, batched=name in BATCHED_STEPS)
 
@@ -434,7 +517,7 @@ class ErasureWorkflow:
         for name in names:
             if self._done(name):
                 continue
-            if read_first or not first:
+            if (read_first or not first) and not self._lean:  # lean: the step's own activity reads it
                 await self._read_hold(step)
             first = False
             await self._run_step(name, step)
@@ -472,7 +555,8 @@ class ErasureWorkflow:
             await workflow.wait_condition(lambda: self._stop_waiting or all(self._done(d) for d in planned.after))
             if self._stop_waiting:
                 raise _PauseForContinueAsNew()
-            await self._fresh_hold_read(step)
+            if not self._lean:  # lean: the store's own activity reads it
+                await self._fresh_hold_read(step)
             await self._run_step(planned.name, step)
 
         outcomes = await asyncio.gather(*(one(p) for p in plan if not self._done(p.name)), return_exceptions=True)
@@ -538,6 +622,7 @@ class ErasureWorkflow:
                 inp.app_name,
                 phase,
                 checks=[*(p.name for p in self._plan), FENCE_CHECK] if self._plan is not None else [],
+                together=self._lean,
             ),
             id=f"verify-{inp.request_id}-{phase}",
             result_type=VerifyResult,
@@ -553,12 +638,19 @@ class ErasureWorkflow:
         try:
             return await self._run(inp)
         finally:
-            await self._drain_notices()  # before a result, a failure or a continue-as-new
+            self._show()  # the last status and stage, before a result, a failure or a continue-as-new
+            await self._drain_notices()  # likewise
 
     async def _run(self, inp: ErasureInput) -> ErasureResult:
         self._request_id = inp.request_id
         self._due_at = inp.due_at
-        workflow.upsert_search_attributes([ERASURE_DUE_DATE.value_set(datetime.fromisoformat(inp.due_at))])
+        due = datetime.fromisoformat(inp.due_at)
+        self._lean = inp.plan is not None and workflow.patched(FEWER_ACTIONS)
+        if self._lean:  # the values the run started with (set by the filer, or carried by a continue-as-new)
+            shown = workflow.info().typed_search_attributes
+            self._shown = (shown.get(ERASURE_STATUS), shown.get(ERASURE_STAGE))
+        if not self._lean or workflow.info().typed_search_attributes.get(ERASURE_DUE_DATE) != due:
+            workflow.upsert_search_attributes([ERASURE_DUE_DATE.value_set(due)])
         step = StepInput(inp.request_id, inp.subject_key, inp.app_name)
         if inp.approval is not None and inp.resume is None:  # nothing destructive before a second person says so
             ended = await self._approval_gate(inp)
@@ -583,6 +675,8 @@ class ErasureWorkflow:
             if inp.resume is None:
                 await quick(refs.begin_request, step)
             self._set_status("on_hold" if self._on_hold else "running", self._resume_stage())
+            if self._lean and self._on_hold:  # a run continued while on hold: wait for the release first
+                await self._read_hold(step)
             await self._delete_everything_v2(step)
             if not self._done("verify_main"):
                 await self._verify_main(inp, True, verifications)

@@ -21,7 +21,7 @@ from tests.saga_harness import SagaHarness
 from tests.worker_process import WorkerProcess
 from workers.settings import Settings
 from workers.worker import GRACEFUL_SHUTDOWN, WORKER_SHUTTING_DOWN
-from workflows.contracts import activity_label, workflow_id
+from workflows.contracts import Activities, activity_label, workflow_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -79,7 +79,8 @@ async def test_sigterm_mid_batch_ends_at_a_heartbeat_and_another_worker_resumes(
     # it stopped at the next batch boundary (one batch and a pause), well before the grace period ran out
     assert took < GRACEFUL_SHUTDOWN.total_seconds() / 2, took
     stopped = [json.loads(line) for line in log.splitlines() if '"activity_stopped_for_shutdown"' in line]
-    assert ("erase_store", "erase:artifacts") in {(e["activity"], e["activity_id"]) for e in stopped}, stopped
+    stopped_steps = {(e["activity"], e["activity_id"]) for e in stopped}
+    assert (Activities.ERASE_STORE_UNLESS_HELD, "erase:artifacts") in stopped_steps, stopped
     beats = await pending_heartbeats(saga.client, filed.request_id)
     kept = beats["erase:artifacts"]["batches"]
     assert kept >= 1  # the last heartbeat before exit is on the server

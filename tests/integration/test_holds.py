@@ -49,10 +49,11 @@ HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 
 
 async def record_history(h: SagaHarness, request_id: str, name: str) -> None:
-    """With ERASURE_RECORD_HISTORY set, keep this run's history for tests/unit/test_replay.py."""
-    if os.environ.get("ERASURE_RECORD_HISTORY"):
+    """With ERASURE_RECORD_HISTORY=<tag> set, keep this run's history for tests/unit/test_replay.py as
+    ``erasure_<name>_<tag>.json`` (the tag keeps histories recorded by older code: they must still replay)."""
+    if tag := os.environ.get("ERASURE_RECORD_HISTORY"):
         history = await h.client.get_workflow_handle(f"erasure-{request_id}").fetch_history()
-        (HISTORIES / f"erasure_{name}.json").write_text(history.to_json())
+        (HISTORIES / f"erasure_{name}_{tag}.json").write_text(history.to_json())
 
 
 def replacing(base: type, method: str, activity_name: str, after: Callable[[StepInput], None]) -> type:
@@ -136,8 +137,9 @@ async def test_a_hold_placed_without_a_signal_stops_the_next_destructive_step(
     def place(inp: StepInput) -> None:
         saga.platform.requests.place_hold(inp.subject_key, app, f"placed as {phase} completed", "legal")
 
-    if phase == "fence":
-        replaced, adapters = replacing(FenceActivities, "fence_user", "fence_user", place), None
+    if phase == "fence":  # the saga's fence activity (it reads the hold store itself before fencing)
+        fence = "fence_user_unless_held"
+        replaced, adapters = replacing(FenceActivities, fence, fence, place), None
     else:
         replaced, adapters = None, wrapping(saga, phase, place)
     async with worker_with(saga, replaced, adapters) as h:

@@ -86,7 +86,9 @@ def broken_platform(base: Platform, component: str) -> Platform:
 
         @cached_property
         def sessions(self) -> SessionStore:
-            return KeepsUserState(self.pool) if component == "sessions" else super().sessions
+            if component == "sessions":
+                return KeepsUserState(self.pool, self.config.subject_secret)
+            return super().sessions
 
         @cached_property
         def memory(self) -> MemoryEraser:

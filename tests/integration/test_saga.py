@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.actions import count_actions
 from stores.fingerprint import snapshot
 from stores.identity import subject_key
 from stores.seeder import user_ids
@@ -82,6 +83,39 @@ async def _assert_saga_order(saga: SagaHarness, request_id: str) -> None:
     before_keys = ("erase:artifacts", "erase:memory", "erase:logs")
     assert all(completed[a] < scheduled["erase:keys"][0] for a in before_keys)
     assert completed["erase:keys"] < scheduled["sweep_stores"][0] < scheduled["lift_fence"][0]
+
+
+async def test_one_small_erasure_costs_at_most_35_temporal_actions(saga: SagaHarness) -> None:
+    """Temporal Cloud bills actions (issue 19): counted from the histories of the erasure and its verifier
+    child (workflow starts, activity attempts, timers, signals, search-attribute upserts, markers)."""
+    app = "saga-actions"
+    users = user_ids(1, 25)
+    await saga.seed(app, users)
+    result = await saga.erase(app, users[0])
+    assert result.status == "completed", result
+    actions = await count_actions(saga.client, f"erasure-{result.request_id}")
+    attempts = {
+        wid: await _activity_attempts(saga, wid)
+        for wid in (f"erasure-{result.request_id}", f"verify-{result.request_id}-final")
+    }
+    print("actions of one small erasure:", actions.as_dict(), attempts)
+    assert actions.executions == 2  # the erasure and its final verification
+    assert actions.total <= 35, (actions.as_dict(), attempts)
+
+
+async def _activity_attempts(saga: SagaHarness, wid: str) -> dict[str, int]:
+    """Activity attempts of one execution, by activity (``erase:<store>`` for a plan's store steps)."""
+    history = await saga.client.get_workflow_handle(wid).fetch_history()
+    names: dict[int, str] = {}
+    attempts: dict[str, int] = {}
+    for ev in history.events:
+        if ev.HasField("activity_task_scheduled_event_attributes"):
+            attrs = ev.activity_task_scheduled_event_attributes
+            names[ev.event_id] = activity_label(attrs.activity_type.name, attrs.activity_id)
+        elif ev.HasField("activity_task_started_event_attributes"):
+            name = names[ev.activity_task_started_event_attributes.scheduled_event_id]
+            attempts[name] = attempts.get(name, 0) + ev.activity_task_started_event_attributes.attempt
+    return attempts
 
 
 async def test_second_request_finds_nothing_and_duplicates_attach(saga: SagaHarness) -> None:

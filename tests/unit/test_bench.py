@@ -68,7 +68,7 @@ def test_ceiling_mirrors_the_sagas_activity_count() -> None:
     verifier (re-recorded whenever the saga's shape changes: tests/unit/test_replay.py)."""
     histories = Path(__file__).resolve().parents[1] / "histories"
     scheduled = 0
-    for name in ("erasure_plan_chroma.json", "verify_plan_chroma.json"):
+    for name in ("erasure_fewer_actions.json", "verify_fewer_actions.json"):
         events = json.loads((histories / name).read_text())["events"]
         scheduled += sum(1 for e in events if "activityTaskScheduledEventAttributes" in e)
     assert scheduled == ACTIVITIES_PER_RUN

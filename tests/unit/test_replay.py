@@ -2,8 +2,9 @@
 
 The histories in tests/histories/ were recorded from real erasures on the dev server (record a new one with
 ``ERASURE_RECORD_HISTORY=<name> pytest tests/integration/test_saga.py -k removes``, which writes
-``erasure_<name>.json`` and ``verify_<name>.json``). Their payloads are
-encrypted with the test suite's fixed payload key, so replaying also exercises the codec.
+``erasure_<name>.json`` and ``verify_<name>.json``; ``tests/integration/test_holds.py`` with the same variable
+writes ``erasure_hold_read_before_every_step_<name>.json`` and ``erasure_failed_lifts_fence_<name>.json``).
+Their payloads are encrypted with the test suite's fixed payload key, so replaying also exercises the codec.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from temporalio.worker import Replayer, WorkflowReplayResult
 from tests.stack_fixture import TEST_PAYLOAD_KEY
 from verifier.workflow import VerifierWorkflow
 from workers.codec import data_converter
-from workflows.erasure import HOLDS_AND_LIFECYCLE, ErasureWorkflow
+from workflows.erasure import FEWER_ACTIONS, HOLDS_AND_LIFECYCLE, ErasureWorkflow
 from workflows.forget import ForgetWorkflow
 
 HISTORIES = Path(__file__).resolve().parents[1] / "histories"
@@ -38,9 +39,16 @@ HISTORIES = Path(__file__).resolve().parents[1] / "histories"
         "erasure_plan.json",  # filed with a plan: erase_store per planned store (six, the response cache too)
         "erasure_plan_chroma.json",  # the same code path, recorded after the Chroma adapter was added (seven)
         "erasure_approved.json",  # filed for approval: extend_due and approve updates, a webhook per state
+        # after fewer-actions-v1: each destructive step's activity reads the hold store itself, one upsert of
+        # what changed per workflow task, the final verification's checks in one activity
+        "erasure_fewer_actions.json",
+        "erasure_hold_read_before_every_step_fewer_actions.json",  # two stores find a hold, wait, run again
+        "erasure_failed_lifts_fence_fewer_actions.json",  # a store fails for good: the fence lifted, then finish
+        "erasure_approved_fewer_actions.json",  # filed for approval: updates and webhooks, coalesced upserts
         "verify_completed.json",
         "verify_plan.json",  # one check per planned store, then the fence
         "verify_plan_chroma.json",  # seven store checks and the fence
+        "verify_fewer_actions.json",  # nine store checks and the fence in one run_checks activity
         "forget_completed.json",  # item forgetting (issue 16): apply, verify, re-ingest and verify, receipt
     ],
 )
@@ -93,24 +101,57 @@ async def test_a_plan_history_with_one_store_step_changed_is_refused() -> None:
     assert result.replay_failure is not None
 
 
+def _patch_ids(history: dict[str, Any]) -> list[str]:
+    return [
+        json.loads(base64.b64decode(payload["data"]))["id"]
+        for event in history["events"]
+        for payload in (event.get("markerRecordedEventAttributes") or {})
+        .get("details", {})
+        .get("patch-data", {})
+        .get("payloads", [])
+    ]
+
+
 def test_a_plan_history_sets_no_patch_marker() -> None:
-    """Requests filed with a plan take no ``workflow.patched`` branch: none of their code is old."""
+    """Requests filed with a plan before ``fewer-actions-v1`` took no ``workflow.patched`` branch (none of
+    their code was old); since then they take exactly that one."""
     assert not any("markerRecordedEventAttributes" in e for e in _plan_history()["events"])
+    lean = json.loads((HISTORIES / "erasure_fewer_actions.json").read_text())
+    assert _patch_ids(lean) == [FEWER_ACTIONS]
 
 
-async def test_the_new_path_is_not_replayed_as_the_old_one() -> None:
-    """With its patch marker renamed, a history of the holds-and-lifecycle path is refused: the code then
-    takes the old path, whose commands differ (so both sides of the patch are really exercised)."""
-    history = json.loads((HISTORIES / "erasure_lifecycle.json").read_text())
+@pytest.mark.parametrize(
+    ("name", "patch"),
+    [("erasure_lifecycle.json", HOLDS_AND_LIFECYCLE), ("erasure_fewer_actions.json", FEWER_ACTIONS)],
+)
+async def test_the_new_path_is_not_replayed_as_the_old_one(name: str, patch: str) -> None:
+    """With its patch marker renamed, a history of a patched path is refused: the code then takes the old
+    path, whose commands differ (so both sides of the patch are really exercised)."""
+    history = json.loads((HISTORIES / name).read_text())
     renamed = 0
     for event in history["events"]:
         attrs = event.get("markerRecordedEventAttributes")
         for payload in (attrs or {}).get("details", {}).get("patch-data", {}).get("payloads", []):
             data = json.loads(base64.b64decode(payload["data"]))
-            if data.get("id") == HOLDS_AND_LIFECYCLE:
+            if data.get("id") == patch:
                 payload["data"] = base64.b64encode(json.dumps({**data, "id": "some-other-patch"}).encode()).decode()
                 renamed += 1
     assert renamed == 1
     result = await _replay_edited(history, "renamed")
     assert result.replay_failure is not None
     assert "Nondeterminism" in str(result.replay_failure) or "nondetermin" in str(result.replay_failure).lower()
+
+
+async def test_a_lean_history_whose_store_reads_no_hold_is_refused() -> None:
+    """The hold read is part of the recorded commands: a lean history whose store step ran the activity
+    that reads no hold (``erase_store``) is not replayed by today's code."""
+    history = json.loads((HISTORIES / "erasure_fewer_actions.json").read_text())
+    changed = 0
+    for event in history["events"]:
+        attrs = event.get("activityTaskScheduledEventAttributes")
+        if attrs and attrs.get("activityId") == "erase:memory":
+            attrs["activityType"]["name"] = "erase_store"
+            changed += 1
+    assert changed == 1
+    result = await _replay_edited(history, "unheld")
+    assert result.replay_failure is not None

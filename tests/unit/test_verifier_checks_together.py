@@ -1,0 +1,94 @@
+"""``run_checks``: every check of a verification in one activity, each with its own result, a heartbeat
+after each carrying the results so far; an error fails the attempt (nothing passes unchecked) and the retry
+runs only the checks that had no result yet. Run in the SDK's ``ActivityEnvironment`` with the checks
+replaced by a fake (the store reads themselves are covered by tests/unit/test_verifier_fail_closed.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from stores.adapters.interface import Beat
+from stores.request_record import RequestRecord
+from verifier import checks
+from verifier.checks import CheckContext, VerifierActivities
+from workflows.contracts import CheckResult, ChecksInput, ChecksResult
+
+NAMES = ["sessions", "artifacts", "memory", "logs", "fence"]
+
+
+class FakeChecks(VerifierActivities):
+    """Each check answers from a table (``logs`` finds one line left); the ones in ``fail_once`` raise the
+    first time they run, as a store that is briefly unreachable does."""
+
+    def __init__(self, fail_once: set[str]) -> None:
+        super().__init__(SimpleNamespace())  # type: ignore[arg-type]
+        self.fail_once = set(fail_once)
+        self.ran: list[str] = []
+
+    def _request(self, request_id: str, key: str, app_name: str) -> Any:
+        return checks._Request("user-1", RequestRecord(), None, missing_bound=False)
+
+    def check(self, ctx: CheckContext, progress: Beat | None = None) -> CheckResult:
+        name = ctx.inp.check
+        self.ran.append(name)
+        assert progress is not None
+        progress({"phase": name})  # a check's own heartbeat keeps the results so far
+        if name in self.fail_once:
+            self.fail_once.discard(name)
+            raise ConnectionError("store unreachable")
+        left = 1 if name == "logs" else 0
+        return CheckResult(name, not left, {"left": left}, f"{left} left")
+
+
+def attempt(acts: FakeChecks, details: list[Any]) -> tuple[ChecksResult | None, list[Any]]:
+    """One attempt of ``run_checks`` resumed from ``details``: its result (None if it failed) and heartbeats."""
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, activity_type="run_checks", heartbeat_details=details)
+    beats: list[Any] = []
+    env.on_heartbeat = lambda *d: beats.append(d[0])
+    try:
+        result = env.run(acts.run_checks, ChecksInput("r1", "sk_" + "a" * 40, "app", NAMES, "final"))
+    except ApplicationError:
+        return None, beats
+    return result, beats
+
+
+def test_every_check_has_its_own_result_in_order() -> None:
+    acts = FakeChecks(set())
+    result, beats = attempt(acts, [])
+    assert result is not None
+    assert [r.check for r in result.checks] == NAMES
+    assert [r.passed for r in result.checks] == [True, True, True, False, True]  # logs: one line left
+    assert acts.ran == NAMES
+    assert [r["check"] for r in beats[-1][checks._DONE]] == NAMES
+
+
+def test_an_error_fails_the_attempt_and_the_retry_runs_only_what_had_no_result() -> None:
+    acts = FakeChecks({"memory"})
+    first, beats = attempt(acts, [])
+    assert first is None  # nothing passes unchecked: the attempt fails, the workflow's policy retries it
+    assert acts.ran == ["sessions", "artifacts", "memory"]
+    carried = beats[-1]
+    assert carried["phase"] == "memory"  # memory's own heartbeat, carrying the two results before it
+    assert [r["check"] for r in carried[checks._DONE]] == ["sessions", "artifacts"]
+
+    acts.ran.clear()
+    second, _ = attempt(acts, [carried])
+    assert second is not None
+    assert acts.ran == ["memory", "logs", "fence"]
+    assert [r.check for r in second.checks] == NAMES
+    assert [r.passed for r in second.checks] == [True, True, True, False, True]
+
+
+@pytest.mark.parametrize(
+    "details",
+    [None, "x", [{"check": "sessions"}], [{"check": "sessions", "passed": True, "counts": 3, "detail": ""}]],
+)
+def test_malformed_heartbeat_details_are_checked_again(details: Any) -> None:
+    assert checks._resumed(details) == {}
