@@ -33,6 +33,19 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="small erasures filed at once, drained by 1 then 2 worker processes (default 1000 full, 0 quick)",
     )
     parser.add_argument(
+        "--background",
+        type=int,
+        default=None,
+        metavar="N",
+        help="background users of the large platform, bulk-seeded beyond the first 10 (default 100,000; 1,000 quick)",
+    )
+    parser.add_argument(
+        "--bulk-keys",
+        choices=["offline", "kms"],
+        default="offline",
+        help="bulk seeding's data keys: wrapped by the local stack's KMS key (default) or one KMS call each",
+    )
+    parser.add_argument(
         "--capacity",
         type=Path,
         default=None,
@@ -51,6 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     if args.runs is not None and args.runs < 1:
         raise SystemExit("--runs must be at least 1")
+    if args.background is not None and args.background < 0:
+        raise SystemExit("--background must not be negative")
     if args.capacity is not None:
         values = json.loads(args.capacity.read_text())["values"]
         print(capacity.markdown(capacity.Measured.from_values(values)), end="")
@@ -59,5 +74,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(results_history.readme_table(results_history.read(args.history)), end="")
         return 0
     configure_logging("json", logging.WARNING)
-    plan = Plan.make(args.quick, args.runs, args.out, args.size, args.backlog)
+    plan = Plan.make(args.quick, args.runs, args.out, args.size, args.backlog, args.background, args.bulk_keys)
     return main_sync(plan, history=None if args.no_history else args.history)

@@ -14,10 +14,12 @@ erasure worker only uses, describes and schedules the deletion of keys carrying 
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -140,6 +142,62 @@ class DataKeyStore:
                     (subject_key, wrap_key),
                 )
         return DataKey(key_id, generated["Plaintext"])
+
+    def generate_many(
+        self, subject_keys: Sequence[str], *, threads: int = 8, wrap: Callable[[bytes], bytes] | None = None
+    ) -> int:
+        """Give every subject that holds no data key yet its first one, in bulk (seeding a platform): the
+        same rows ``current`` would write (version 1, wrapped under the configured KMS key), one KMS
+        ``GenerateDataKey`` per subject on ``threads`` threads, the rows in one transaction by COPY, and each
+        key cached as ``current`` caches it. Subjects that hold a key are left alone (``current`` finds it).
+
+        ``wrap``: wraps 32 random bytes as KMS ``Decrypt`` under the configured key will open them (a local
+        KMS whose key material is at hand: ``workers.local_kms.offline_wrapper``), instead of a KMS call per
+        key. Each subject still gets a key of its own. A subject given a key meanwhile by ``current`` fails
+        the whole COPY (the unique constraints), never a second version 1. Returns the keys generated.
+
+        Per-user KMS key mode: each subject needs its own KMS key first (and ``wrap`` cannot apply): every
+        subject goes through ``current`` on the threads, and the count returned is of the subjects given."""
+        if self._per_user:
+            with ThreadPoolExecutor(max_workers=threads) as pool:
+                return sum(1 for _ in pool.map(self.current, subject_keys))
+        wanted = sorted(set(subject_keys))
+        with self._pool.connection() as conn:
+            held = {
+                r[0]
+                for r in conn.execute(
+                    "SELECT subject_key FROM data_key_versions WHERE subject_key = ANY(%s)", (wanted,)
+                ).fetchall()
+            }
+        fresh = [s for s in wanted if s not in held]
+
+        def one(_subject: str) -> tuple[bytes, bytes]:
+            if wrap is not None:
+                plain = os.urandom(32)
+                return plain, wrap(plain)
+            generated = self._kms.generate_data_key(KeyId=self._kms_key_id, KeySpec="AES_256")
+            return generated["Plaintext"], generated["CiphertextBlob"]
+
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            made = [
+                (s, DataKey(uuid.uuid4(), plain), wrapped)
+                for s, (plain, wrapped) in zip(fresh, pool.map(one, fresh), strict=True)
+            ]
+        if wrap is None:
+            self.kms_calls += len(made)
+        with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            with cur.copy("COPY data_key_versions (subject_key, last_version) FROM STDIN") as copy:
+                for subject, _key, _wrapped in made:
+                    copy.write_row((subject, 1))
+            with cur.copy("COPY data_keys (key_id, subject_key, version, wrapped_key, kms_key_id) FROM STDIN") as copy:
+                for subject, key, wrapped in made:
+                    copy.write_row((key.key_id, subject, 1, wrapped, self._kms_key_id))
+        until = time.monotonic() + self._ttl
+        with self._lock:
+            for subject, key, _wrapped in made:
+                self._current[subject] = (until, key)
+                self._by_id[key.key_id] = (until, key, subject)
+        return len(made)
 
     def _create_user_kms_key(self, subject_key: str) -> str:
         self.kms_calls += 1

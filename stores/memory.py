@@ -105,7 +105,7 @@ class FencedWrite:
     reinforced: list[uuid.UUID] = field(default_factory=list)  # rows already held that the write re-observed
 
 
-_INSERT_COLUMNS = (
+INSERT_COLUMNS = (
     "id, app_name, user_id, subject_key, session_id, kind, derived_from, source_sessions, author, key_id, "
     "content_sealed, token_digests, embedding_sealed, created_at, purpose, retention_class, expires_at, source_kind, "
     "source_ref, confidence_basis, confidence, importance, pinned, state, supersedes, challenged_by, tokens, "
@@ -130,7 +130,7 @@ _REINFORCE = (
     "AND session_digest = %s) RETURNING id"
 )
 _FENCED_INSERT = (
-    f"INSERT INTO memories ({_INSERT_COLUMNS}) SELECT {_CASTS} "
+    f"INSERT INTO memories ({INSERT_COLUMNS}) SELECT {_CASTS} "
     "WHERE NOT EXISTS (SELECT 1 FROM user_tombstones WHERE subject_key = %s) "
     "AND NOT EXISTS (SELECT 1 FROM session_tombstones WHERE %s::text IS NOT NULL AND subject_key = %s "
     "AND session_digest = %s) ON CONFLICT (id) DO NOTHING RETURNING id"
@@ -163,7 +163,8 @@ class MemoryStore:
         self._secret = subject_secret
         self._embedder = embedder or HashingEmbedder()
 
-    def _rows(self, memories: Iterable[NewMemory]) -> list[tuple[Any, ...]]:
+    def rows(self, memories: Iterable[NewMemory]) -> list[tuple[Any, ...]]:
+        """The rows as ``INSERT_COLUMNS`` holds them: content and embedding sealed, digests, lifecycle values."""
         rows = []
         for m in memories:
             if m.kind not in KINDS:
@@ -213,12 +214,12 @@ class MemoryStore:
     def insert(self, memories: Iterable[NewMemory]) -> list[uuid.UUID]:
         """Write rows without consulting any tombstone (seeding, the summariser's own rows, tests that play
         a writer who bypasses the fence). Agent runtimes write through ``insert_fenced``."""
-        rows = self._rows(memories)
+        rows = self.rows(memories)
         if not rows:
             return []
         with self._pool.connection() as conn, conn.cursor() as cur:
             cur.executemany(
-                f"INSERT INTO memories ({_INSERT_COLUMNS}) VALUES ({_INSERT_VALUES}) ON CONFLICT (id) DO NOTHING", rows
+                f"INSERT INTO memories ({INSERT_COLUMNS}) VALUES ({_INSERT_VALUES}) ON CONFLICT (id) DO NOTHING", rows
             )
         return [r[0] for r in rows]
 
@@ -229,7 +230,7 @@ class MemoryStore:
         the tombstone; this takes it shared before inserting, so either the rows are committed before the
         fence exists (and the erasure that follows the fence finds them), or the INSERT's snapshot sees
         the fence and writes nothing."""
-        rows = self._rows(memories)
+        rows = self.rows(memories)
         if not rows:
             return FencedWrite([], 0)
         inserted: list[uuid.UUID] = []
@@ -365,30 +366,34 @@ class MemoryStore:
                 "SELECT id, content_sealed, session_id, subject_key FROM memories WHERE id = ANY(%s)",
                 (list(memory_ids),),
             ).fetchall()
-        parts: list[str] = []
-        sessions: set[str] = set()
-        used: list[uuid.UUID] = []
+        readable: list[tuple[uuid.UUID, str, str | None, str]] = []
         for row_id, sealed, session_id, owner in rows:
             try:
-                text = self.decrypt_row(row_id, bytes(sealed))
+                readable.append((row_id, self.decrypt_row(row_id, bytes(sealed)), session_id, owner))
             except DataKeyShredded:
                 continue
-            parts.append(" ".join(text.split()[:12]))
-            used.append(row_id)
-            if session_id:
-                sessions.add(session_ref(owner, session_id))
-        if not used:
+        summary = summary_of(app_name, owner_user_id, readable)
+        if summary is None:
             return None
-        summary = NewMemory(
-            app_name=app_name,
-            user_id=owner_user_id,
-            text="Summary: " + " / ".join(parts),
-            kind="summary",
-            derived_from=used,
-            source_sessions=sorted(sessions),
-            author="summariser",
-        )
         return self.insert([summary])[0]
+
+
+def summary_of(
+    app_name: str, owner_user_id: str, sources: Sequence[tuple[uuid.UUID, str, str | None, str]]
+) -> NewMemory | None:
+    """The summary row the summariser derives from ``sources`` (row id, text, session id, owner's subject key),
+    filed under ``owner_user_id``, its provenance naming every source row and session; ``None`` for none."""
+    if not sources:
+        return None
+    return NewMemory(
+        app_name=app_name,
+        user_id=owner_user_id,
+        text="Summary: " + " / ".join(" ".join(text.split()[:12]) for _id, text, _s, _o in sources),
+        kind="summary",
+        derived_from=[row_id for row_id, _t, _s, _o in sources],
+        source_sessions=sorted({session_ref(owner, sid) for _id, _t, sid, owner in sources if sid}),
+        author="summariser",
+    )
 
 
 # ----- erase adapter -------------------------------------------------------------------------------
