@@ -88,6 +88,9 @@ class ChromaMemory:
         embedder: Embedder | None = None,
     ) -> None:
         self.path = Path(path)
+        # the backend's root exists from the start: the erasure's check fails closed on a missing root (a
+        # verifier pointed at the wrong place), which must not be every erasure before the first Chroma write
+        self.path.mkdir(parents=True, exist_ok=True)
         self._keys = keys
         self._ledger = ledger
         self._secret = secret

@@ -22,7 +22,7 @@ import pytest
 
 from stores.adapters.chroma_memory import ChromaMemoryAdapter
 from stores.adapters.interface import Beat, Bound, Subject, Swept
-from stores.chroma_memory import COLLECTION
+from stores.chroma_memory import COLLECTION, ChromaMemory
 from stores.fingerprint import snapshot
 from stores.identity import subject_key
 from stores.memory import NewMemory
@@ -216,3 +216,20 @@ def test_the_check_fails_closed_without_the_step_record_or_the_backend_root(plat
     assert not adapter.remaining(subject, record, None, lambda _d: None).missing
     adapter.reads.root = tmp_path / "nowhere"  # a verifier pointed at a directory that is not the backend's
     assert adapter.remaining(subject, record, None, lambda _d: None).missing
+
+
+def test_a_backend_never_written_to_still_verifies(platform: Platform, tmp_path: Path) -> None:
+    """A platform configured with Chroma that has not written a memory yet: the root exists from the start,
+    so an erasure's check passes instead of failing closed on a missing root (which is kept for a verifier
+    pointed at the wrong place)."""
+    root = tmp_path / "fresh-chroma"
+    adapter = ChromaMemoryAdapter(platform)
+    adapter.store = ChromaMemory(str(root), platform.keys, platform.ledger, platform.config.subject_secret)
+    adapter.reads.root = root
+    assert root.is_dir()
+    subject = open_request(platform, "chroma-fresh", user_ids(1, 506, prefix="chroma")[0])
+    assert adapter.erase(subject, {}, lambda _d: None) == {"chroma_memories": 0}
+    record = platform.requests.record(subject.request_id)
+    found = adapter.remaining(subject, record, None, lambda _d: None)
+    assert not found.missing
+    assert found.counts == {"files_on_disk": 0}
