@@ -22,7 +22,7 @@ from verifier.receipt_activity import load_receipt
 from workers.codec import ENCODING
 from workers.settings import Settings
 from workflows.contracts import STEPS
-from workflows.erasure import HOLD_GATE_ON_SIGNAL, HOLDS_AND_LIFECYCLE, PARALLEL_DELETION
+from workflows.erasure import FEWER_ACTIONS, HOLD_GATE_ON_SIGNAL, HOLDS_AND_LIFECYCLE, PARALLEL_DELETION
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -102,7 +102,7 @@ async def test_no_personal_data_anywhere_in_the_orchestration(
     assert clear
     patches = {
         json.dumps({"id": patch_id, "deprecated": False}, separators=(",", ":")).encode()
-        for patch_id in (HOLD_GATE_ON_SIGNAL, PARALLEL_DELETION, HOLDS_AND_LIFECYCLE)
+        for patch_id in (HOLD_GATE_ON_SIGNAL, PARALLEL_DELETION, HOLDS_AND_LIFECYCLE, FEWER_ACTIONS)
     }
     odd = [
         (dict(p.metadata), p.data[:100])
@@ -123,6 +123,7 @@ async def test_no_personal_data_anywhere_in_the_orchestration(
         HOLD_GATE_ON_SIGNAL,
         PARALLEL_DELETION,
         HOLDS_AND_LIFECYCLE,
+        FEWER_ACTIONS,
     }
     # stage names: the saga's own steps and the plan's stores (adapter names, never personal)
     assert keywords <= set(STEPS) | set(saga.platform.adapters.names) | allowed
