@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from stores.adapters.interface import Subject
-from stores.identity import subject_key
+from stores.logs import hash_or_none
 from stores.platform import Platform
 
 
@@ -28,8 +28,9 @@ def ids_holding_data(platform: Platform, app_name: str, user_ids: Sequence[str])
     """Those of ``user_ids`` with ADK sessions, ``user:`` state or memory rows in the app (indexed probes)."""
     if not user_ids:
         return []
+    # a spelling that makes no subject key (a trimmed variant in the key's own form) is probed by itself only
     given = list(user_ids)
-    keys = [subject_key(platform.config.subject_secret, app_name, u) for u in given]
+    keys = [hash_or_none(platform.config.subject_secret, app_name, u) or u for u in given]
     with platform.pool.connection() as conn:  # rows are filed under the subject key, or the raw id (plain ADK)
         rows = conn.execute(
             "SELECT u FROM unnest(%s::text[], %s::text[]) AS given(u, k) WHERE"

@@ -291,3 +291,12 @@ def test_concurrent_purges_of_a_shared_segment_lose_nothing(platform: Platform) 
         assert platform.logs.segments_of(subjects[user]) == []
     for user in kept:
         assert platform.logs.segments_of(subjects[user]) == shared
+
+
+def test_a_spelling_in_the_subject_keys_form_is_probed_without_raising(platform: Platform) -> None:
+    """A trimmed variant of an accepted id (" sk_<40 hex>" -> "sk_<40 hex>") makes no subject key: the
+    presence probe looks it up as it is instead of failing the request's first step."""
+    from stores.presence import ids_holding_data
+
+    looks_like_a_key = "sk_" + "a" * 40
+    assert ids_holding_data(platform, "presence-probe", [looks_like_a_key, "nobody-here"]) == []
