@@ -24,6 +24,7 @@ from stores.request_record import RequestRecord
 
 T = TypeVar("T")
 BEAT_EVERY = 2.0  # seconds between heartbeats while a run blocks (the step's heartbeat timeout is 10 s)
+LOCK_RETRY_SECONDS = 0.5  # between tries for a run another erasure holds (no connection held meanwhile)
 
 
 def found_any(record: RequestRecord, keys: Iterable[str]) -> bool:
@@ -77,11 +78,15 @@ class CleanupBooks:
 
     def record(self, request_id: str, target: str) -> None:
         with self.pool.connection() as conn:
-            conn.execute(
-                "INSERT INTO physical_cleanup (request_id, table_name) VALUES (%s, %s) "
-                "ON CONFLICT (request_id, table_name) DO UPDATE SET vacuumed_at = now()",
-                (request_id, target),
-            )
+            self._record(conn, request_id, target)
+
+    @staticmethod
+    def _record(conn: Connection[tuple[Any, ...]], request_id: str, target: str) -> None:
+        conn.execute(
+            "INSERT INTO physical_cleanup (request_id, table_name) VALUES (%s, %s) "
+            "ON CONFLICT (request_id, table_name) DO UPDATE SET vacuumed_at = now()",
+            (request_id, target),
+        )
 
     def cover(
         self,
@@ -93,29 +98,56 @@ class CleanupBooks:
     ) -> int:
         """1 when this call ran ``run`` for ``target``, 0 when a run that started after ``landed_by`` (the
         time by which the request's deletions had reached the store) covered it; the request recorded either
-        way. ``run`` gets the connection holding the lock (autocommit: VACUUM cannot run in a transaction)."""
-        with self.pool.connection() as conn:
-            lock = f"erasure.{self.stage}:{target}"
-            while not _try_lock(conn, lock):
-                beat({"stage": self.stage, "waiting_for": target})
-                time.sleep(0.5)
-            try:
-                last = conn.execute("SELECT started_at FROM table_vacuums WHERE table_name = %s", (target,)).fetchone()
-                ran = 0
-                if last is None or landed_by is None or last[0] < landed_by:
-                    started = conn.execute("SELECT clock_timestamp()").fetchone()
-                    while_beating(lambda: run(conn), beat, {"stage": self.stage, "running": target})
-                    conn.execute(
-                        "INSERT INTO table_vacuums (table_name, started_at, finished_at) "
-                        "VALUES (%s, %s, clock_timestamp()) ON CONFLICT (table_name) DO UPDATE "
-                        "SET started_at = excluded.started_at, finished_at = excluded.finished_at",
-                        (target, started[0] if started else landed_by),
-                    )
-                    ran = 1
-                self.record(request_id, target)
-                return ran
-            finally:
-                conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (lock,))
+        way. ``run`` gets the connection holding the lock (autocommit: VACUUM cannot run in a transaction).
+
+        While another erasure's run holds the lock this one waits *without* a connection: each try takes one
+        from the pool and gives it back (holding one while waiting starved the pool, and every other step of
+        the platform's concurrent erasures with it). A run that started after ``landed_by`` and has finished
+        covers the request without the lock."""
+        lock = f"erasure.{self.stage}:{target}"
+        while True:
+            with self.pool.connection() as conn:
+                if _try_lock(conn, lock):
+                    try:
+                        return self._run_or_share(conn, target, landed_by, request_id, beat, run)
+                    finally:
+                        conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (lock,))
+                if _covered_since(conn, target, landed_by):
+                    self._record(conn, request_id, target)
+                    return 0
+            beat({"stage": self.stage, "waiting_for": target})
+            time.sleep(LOCK_RETRY_SECONDS)
+
+    def _run_or_share(
+        self,
+        conn: Connection[tuple[Any, ...]],
+        target: str,
+        landed_by: datetime | None,
+        request_id: str,
+        beat: Beat,
+        run: Callable[[Connection[tuple[Any, ...]]], object],
+    ) -> int:
+        ran = 0
+        if not _covered_since(conn, target, landed_by):
+            started = conn.execute("SELECT clock_timestamp()").fetchone()
+            while_beating(lambda: run(conn), beat, {"stage": self.stage, "running": target})
+            conn.execute(
+                "INSERT INTO table_vacuums (table_name, started_at, finished_at) "
+                "VALUES (%s, %s, clock_timestamp()) ON CONFLICT (table_name) DO UPDATE "
+                "SET started_at = excluded.started_at, finished_at = excluded.finished_at",
+                (target, started[0] if started else landed_by),
+            )
+            ran = 1
+        self._record(conn, request_id, target)
+        return ran
+
+
+def _covered_since(conn: Connection[tuple[Any, ...]], target: str, landed_by: datetime | None) -> bool:
+    """Whether a finished run of ``target`` started at or after ``landed_by`` (an unknown bound: never)."""
+    if landed_by is None:
+        return False
+    last = conn.execute("SELECT started_at FROM table_vacuums WHERE table_name = %s", (target,)).fetchone()
+    return last is not None and last[0] >= landed_by
 
 
 def _try_lock(conn: Connection[tuple[Any, ...]], lock: str) -> bool:

@@ -1,0 +1,79 @@
+"""Shared physical clean-up runs (``stores.adapters.cleanup``) under concurrency: erasures waiting for a run
+another erasure holds must not hold the database pool while they wait. With 20 concurrent erasures and a
+pool of 8, waiters holding connections starved every other step (its activities failed with "database
+unavailable" and were retried with backoff: a compaction step of 19 s at the median)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from psycopg_pool import ConnectionPool
+
+from stores.adapters.cleanup import CleanupBooks, covered_targets
+from stores.platform import Platform
+
+pytestmark = [pytest.mark.integration]
+
+WAITERS = 3
+
+
+def test_erasures_waiting_for_a_shared_run_leave_the_pool_free_and_are_covered_by_it(platform: Platform) -> None:
+    pool = ConnectionPool(platform.config.postgres_url, min_size=1, max_size=2, kwargs={"autocommit": True})
+    try:
+        books = CleanupBooks(pool, "books-test")
+        target = "books_test_target"
+        landed_by = books.now()  # every request's deletions had landed before the run below starts
+        running, release = threading.Event(), threading.Event()
+        waiting = threading.Barrier(WAITERS + 1)
+        ran: dict[str, int] = {}
+        errors: list[BaseException] = []
+
+        def holder() -> None:
+            def run(_conn: Any) -> None:
+                running.set()
+                release.wait(timeout=60)
+
+            try:
+                ran["holder"] = books.cover(target, landed_by, "req-holder", lambda _d: None, run)
+            except BaseException as exc:
+                errors.append(exc)
+
+        def waiter(name: str) -> None:
+            told: list[bool] = []
+
+            def beat(details: dict[str, Any]) -> None:
+                if details.get("waiting_for") == target and not told:
+                    told.append(True)
+                    waiting.wait(timeout=30)
+
+            try:
+                ran[name] = books.cover(target, landed_by, name, beat, lambda _c: errors.append(AssertionError(name)))
+            except BaseException as exc:
+                errors.append(exc)
+
+        first = threading.Thread(target=holder)
+        first.start()
+        assert running.wait(timeout=30)
+        threads = [threading.Thread(target=waiter, args=(f"req-waiter-{i}",)) for i in range(WAITERS)]
+        for t in threads:
+            t.start()
+        try:
+            waiting.wait(timeout=30)  # every waiter has found the run held and waits for it
+            with pool.connection(timeout=2.0) as conn:  # the pool still serves the platform's other steps
+                assert conn.execute("SELECT 1").fetchone() == (1,)
+        finally:
+            release.set()
+            for t in [first, *threads]:
+                t.join(timeout=60)
+        assert not errors
+        assert ran == {"holder": 1, **{f"req-waiter-{i}": 0 for i in range(WAITERS)}}  # one run, shared
+        for name in ran:
+            request = "req-holder" if name == "holder" else name
+            assert target in covered_targets(pool, request)
+    finally:
+        with pool.connection() as conn:
+            conn.execute("DELETE FROM physical_cleanup WHERE table_name = %s", ("books_test_target",))
+            conn.execute("DELETE FROM table_vacuums WHERE table_name = %s", ("books_test_target",))
+        pool.close()
