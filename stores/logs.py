@@ -47,6 +47,7 @@ from stores.s3_batch import delete_versions
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
+    from psycopg import Connection
 
     from stores.keys import DataKeyStore
 
@@ -329,10 +330,16 @@ class LogArchive:
     def segment_lock(self, key: str) -> Iterator[None]:
         """Serialise read-modify-write of one segment across processes: two erasures purging the same
         segment at once would otherwise each write back the other's lines (a lost update)."""
+        with self._locked(key):
+            yield
+
+    @contextmanager
+    def _locked(self, key: str) -> Iterator[Connection[tuple[Any, ...]]]:
+        """:meth:`segment_lock`, giving the connection that holds the lock (the purge's index update uses it)."""
         with self._pool.connection() as conn:
             conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 7))", (key,))
             try:
-                yield
+                yield conn
             finally:
                 conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 7))", (key,))
 
@@ -344,17 +351,20 @@ class LogArchive:
 
     def purge_subject(self, key: str, app_name: str, subject: str) -> SegmentPurge:
         """Remove every line naming the subject from one segment; everything else stays byte for byte."""
-        with self.segment_lock(key):
-            return self._purge_locked(key, SubjectLines(self._secret, app_name, subject), subject)
+        with self._locked(key) as conn:
+            return self._purge_locked(conn, key, SubjectLines(self._secret, app_name, subject), subject)
 
     def purge_session(self, key: str, app_name: str, subject: str, ref: str) -> SegmentPurge:
         """Remove the subject's lines of one session (``ref``: its ``session_ref``) from one segment; the
         subject's other lines, and everyone else's, stay byte for byte (and so does the index row while the
         segment still holds a line of the subject)."""
-        with self.segment_lock(key):
-            return self._purge_locked(key, SessionLines(SubjectLines(self._secret, app_name, subject), ref), subject)
+        with self._locked(key) as conn:
+            matcher = SessionLines(SubjectLines(self._secret, app_name, subject), ref)
+            return self._purge_locked(conn, key, matcher, subject)
 
-    def _purge_locked(self, key: str, matcher: SubjectLines | SessionLines, subject: str) -> SegmentPurge:
+    def _purge_locked(
+        self, conn: Connection[tuple[Any, ...]], key: str, matcher: SubjectLines | SessionLines, subject: str
+    ) -> SegmentPurge:
         lines = split_lines(self.read_raw(key) or b"")
         verdicts = [matcher.raw(line) for line in lines]
         kept = [line for line, v in zip(lines, verdicts, strict=True) if v is not Verdict.SUBJECT]
@@ -373,16 +383,19 @@ class LogArchive:
         named = isinstance(matcher, SessionLines) and any(
             v is Verdict.SUBJECT for v in (matcher.subject_lines.raw(line) for line in kept)
         )
-        with self._pool.connection() as conn, conn.transaction():
-            if not named:  # the segment holds no line of the subject any more
-                conn.execute(
-                    "DELETE FROM log_subject_index WHERE subject_key = %s AND segment_key = %s", (subject, key)
-                )
-            if removed:
-                conn.execute(
-                    "UPDATE log_segments SET line_count = %s WHERE segment_key = %s",
-                    (sum(1 for line in kept if line.strip()), key),
-                )
+        if removed or not named:  # one statement (atomic), on the connection holding the segment's lock
+            conn.execute(
+                "WITH unindexed AS (DELETE FROM log_subject_index WHERE %(drop)s AND subject_key = %(s)s "
+                "AND segment_key = %(k)s), recounted AS (UPDATE log_segments SET line_count = %(n)s "
+                "WHERE %(removed)s AND segment_key = %(k)s) SELECT 1",
+                {
+                    "drop": not named,
+                    "s": subject,
+                    "k": key,
+                    "n": sum(1 for ln in kept if ln.strip()),
+                    "removed": bool(removed),
+                },
+            )
         return SegmentPurge(removed, malformed)
 
     def _drop_old_versions(self, key: str, keep_version: str | None) -> None:

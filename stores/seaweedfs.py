@@ -103,10 +103,16 @@ class SeaweedMaster:
     def __init__(self, url: str) -> None:
         self.url = url.rstrip("/")
         self._scheme = urlsplit(self.url).scheme or "http"
+        # one client for every call (thread-safe): a call of its own builds an SSL context each time, about
+        # 0.15 CPU s per erasure measured under 20 concurrent erasures, and opens a connection each time
+        self._http = httpx.Client(timeout=STATUS_TIMEOUT)
+
+    def close(self) -> None:
+        self._http.close()
 
     def nodes(self) -> list[str]:
         """``host:port`` of every volume server the master knows."""
-        reply = httpx.get(f"{self.url}/dir/status", timeout=STATUS_TIMEOUT)
+        reply = self._http.get(f"{self.url}/dir/status")
         reply.raise_for_status()
         topology = reply.json().get("Topology") or {}
         return sorted(
@@ -119,7 +125,7 @@ class SeaweedMaster:
     def volumes(self) -> dict[tuple[str, int], Volume]:
         out: dict[tuple[str, int], Volume] = {}
         for node in self.nodes():
-            reply = httpx.get(f"{self._scheme}://{node}/status", timeout=STATUS_TIMEOUT)
+            reply = self._http.get(f"{self._scheme}://{node}/status")
             reply.raise_for_status()
             out.update(volumes_of(node, reply.json()))
         return out
@@ -127,7 +133,7 @@ class SeaweedMaster:
     def vacuum(self, threshold: float = GARBAGE_THRESHOLD) -> None:
         """Ask the master to compact every volume whose garbage ratio reaches ``threshold`` (blocks until done,
         or returns at once when a vacuum is already running)."""
-        reply = httpx.post(
+        reply = self._http.post(
             f"{self.url}/vol/vacuum", params={"garbageThreshold": repr(threshold)}, timeout=COMPACTION_TIMEOUT
         )
         reply.raise_for_status()

@@ -107,12 +107,11 @@ class CleanupBooks:
         lock = f"erasure.{self.stage}:{target}"
         while True:
             with self.pool.connection() as conn:
-                if _try_lock(conn, lock):
-                    try:
-                        return self._run_or_share(conn, target, landed_by, request_id, beat, run)
-                    finally:
-                        conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (lock,))
-                if _covered_since(conn, target, landed_by):
+                locked, last, now = _try_lock(conn, lock, target)
+                covered = landed_by is not None and last is not None and last >= landed_by
+                if locked:
+                    return self._run_or_share(conn, lock, target, covered, now, request_id, beat, run)
+                if covered:  # a run that started after this request's deletions has finished
                     self._record(conn, request_id, target)
                     return 0
             beat({"stage": self.stage, "waiting_for": target})
@@ -121,35 +120,40 @@ class CleanupBooks:
     def _run_or_share(
         self,
         conn: Connection[tuple[Any, ...]],
+        lock: str,
         target: str,
-        landed_by: datetime | None,
+        covered: bool,
+        started: datetime,
         request_id: str,
         beat: Beat,
         run: Callable[[Connection[tuple[Any, ...]]], object],
     ) -> int:
-        ran = 0
-        if not _covered_since(conn, target, landed_by):
-            started = conn.execute("SELECT clock_timestamp()").fetchone()
-            while_beating(lambda: run(conn), beat, {"stage": self.stage, "running": target})
-            conn.execute(
-                "INSERT INTO table_vacuums (table_name, started_at, finished_at) "
-                "VALUES (%s, %s, clock_timestamp()) ON CONFLICT (table_name) DO UPDATE "
-                "SET started_at = excluded.started_at, finished_at = excluded.finished_at",
-                (target, started[0] if started else landed_by),
-            )
-            ran = 1
-        self._record(conn, request_id, target)
-        return ran
+        """Under the lock: run unless ``covered``; then one statement records the run and the request and
+        releases the lock (released on its own when ``run`` fails)."""
+        try:
+            if not covered:
+                while_beating(lambda: run(conn), beat, {"stage": self.stage, "running": target})
+        except BaseException:
+            conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (lock,))
+            raise
+        conn.execute(
+            "WITH ran AS (INSERT INTO table_vacuums (table_name, started_at, finished_at) "
+            "SELECT %(t)s, %(started)s, clock_timestamp() WHERE %(ran)s ON CONFLICT (table_name) DO UPDATE "
+            "SET started_at = excluded.started_at, finished_at = excluded.finished_at), "
+            "covered AS (INSERT INTO physical_cleanup (request_id, table_name) VALUES (%(r)s, %(t)s) "
+            "ON CONFLICT (request_id, table_name) DO UPDATE SET vacuumed_at = now()) "
+            "SELECT pg_advisory_unlock(hashtextextended(%(lock)s, 0))",
+            {"t": target, "started": started, "ran": not covered, "r": request_id, "lock": lock},
+        )
+        return 0 if covered else 1
 
 
-def _covered_since(conn: Connection[tuple[Any, ...]], target: str, landed_by: datetime | None) -> bool:
-    """Whether a finished run of ``target`` started at or after ``landed_by`` (an unknown bound: never)."""
-    if landed_by is None:
-        return False
-    last = conn.execute("SELECT started_at FROM table_vacuums WHERE table_name = %s", (target,)).fetchone()
-    return last is not None and last[0] >= landed_by
-
-
-def _try_lock(conn: Connection[tuple[Any, ...]], lock: str) -> bool:
-    got = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (lock,)).fetchone()
-    return bool(got and got[0])
+def _try_lock(conn: Connection[tuple[Any, ...]], lock: str, target: str) -> tuple[bool, datetime | None, datetime]:
+    """One round trip: (got the lock, when the last finished run of ``target`` started, the clock now)."""
+    row = conn.execute(
+        "SELECT pg_try_advisory_lock(hashtextextended(%s, 0)), "
+        "(SELECT started_at FROM table_vacuums WHERE table_name = %s), clock_timestamp()",
+        (lock, target),
+    ).fetchone()
+    assert row is not None
+    return bool(row[0]), row[1], row[2]

@@ -77,3 +77,25 @@ def test_erasures_waiting_for_a_shared_run_leave_the_pool_free_and_are_covered_b
             conn.execute("DELETE FROM physical_cleanup WHERE table_name = %s", ("books_test_target",))
             conn.execute("DELETE FROM table_vacuums WHERE table_name = %s", ("books_test_target",))
         pool.close()
+
+
+def test_a_failed_run_releases_the_lock_records_nothing_and_the_retry_runs_again(platform: Platform) -> None:
+    books = CleanupBooks(platform.pool, "books-test")
+    target = "books_test_failing"
+    try:
+        landed_by = books.now()
+
+        def fails(_conn: Any) -> None:
+            raise RuntimeError("the store went away")
+
+        with pytest.raises(RuntimeError, match="went away"):
+            books.cover(target, landed_by, "req-fails", lambda _d: None, fails)
+        assert target not in covered_targets(platform.pool, "req-fails")
+        ran: list[bool] = []
+        assert books.cover(target, landed_by, "req-fails", lambda _d: None, lambda _c: ran.append(True)) == 1
+        assert ran == [True]  # not blocked by a lock left behind, and not counted as covered by the failure
+        assert target in covered_targets(platform.pool, "req-fails")
+    finally:
+        with platform.pool.connection() as conn:
+            conn.execute("DELETE FROM physical_cleanup WHERE table_name = %s", (target,))
+            conn.execute("DELETE FROM table_vacuums WHERE table_name = %s", (target,))
