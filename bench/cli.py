@@ -27,6 +27,12 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--no-history", action="store_true", help="do not append this run to the history")
     parser.add_argument(
+        "--huge",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="measure a huge user (10x large, bulk-seeded) by saga and directly (default: full runs only)",
+    )
+    parser.add_argument(
         "--backlog",
         type=int,
         default=None,
@@ -74,5 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(results_history.readme_table(results_history.read(args.history)), end="")
         return 0
     configure_logging("json", logging.WARNING)
-    plan = Plan.make(args.quick, args.runs, args.out, args.size, args.backlog, args.background, args.bulk_keys)
+    plan = Plan.make(
+        args.quick, args.runs, args.out, args.size, args.backlog, args.background, args.bulk_keys, args.huge
+    )
     return main_sync(plan, history=None if args.no_history else args.history)

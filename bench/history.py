@@ -100,3 +100,20 @@ def span(events: Sequence[Any]) -> float:
     first: datetime = events[0].event_time.ToDatetime()
     last: datetime = events[-1].event_time.ToDatetime()
     return (last - first).total_seconds()
+
+
+def attempts(events: Iterable[Any]) -> dict[str, int]:
+    """The attempt each activity completed on, by activity label (a retry is not an event of its own: the
+    started event written when the activity closes carries its attempt number)."""
+    names: dict[int, str] = {}
+    out: dict[str, int] = {}
+    for ev in events:
+        t = ev.event_type
+        if t == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            attrs = ev.activity_task_scheduled_event_attributes
+            names[ev.event_id] = activity_label(attrs.activity_type.name, attrs.activity_id)
+        elif t == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            attrs = ev.activity_task_started_event_attributes
+            name = names.get(attrs.scheduled_event_id, "?")
+            out[name] = max(out.get(name, 0), int(attrs.attempt))
+    return out

@@ -71,7 +71,15 @@ if TYPE_CHECKING:
 BACKGROUND = Size(
     sessions=2, events_per_session=4, artifacts=1, versions=2, facts=2, log_segments=1, lines_per_segment=3
 )
-SHAPES: dict[str, Size] = {"background": BACKGROUND, **SIZES}
+#: ten times ``large`` (100,000 events, 10,000 artifact versions, ~130,000 memory rows, 10,000 log lines): the
+#: benchmark's ``huge`` user, bulk-seeded only (through the services it would take hours)
+HUGE = dataclasses.replace(
+    SIZES["large"],
+    sessions=SIZES["large"].sessions * 10,
+    artifacts=SIZES["large"].artifacts * 10,
+    log_segments=SIZES["large"].log_segments * 10,
+)
+SHAPES: dict[str, Size] = {"background": BACKGROUND, **SIZES, "huge": HUGE}
 APP_STATE = {"tier": "eu"}  # what the seeder's sessions put in app state ("app:tier")
 SHARED_SCOPE = "scope:team-summaries"  # owner of half the cross-user summaries, as in stores.seeder
 #: log segments of bulk seeding use shards from here on (the seeder's use 0-3), so no segment is overwritten

@@ -124,3 +124,27 @@ def test_expiry_figure_costs_per_row_and_how_far_apart() -> None:
     assert row.verdict == "PASS"
     assert row.as_dict()["target"] == "<= 1.200x"
     assert by_name["6 expiry sweep per expired row, 5,000 rows"].summary.median == 50.0
+
+
+def test_attempts_come_from_the_started_events_by_activity_label() -> None:
+    from temporalio.api.enums.v1 import EventType
+    from temporalio.api.history.v1 import HistoryEvent
+
+    from bench.history import attempts
+
+    def scheduled(event_id: int, activity_type: str, activity_id: str) -> HistoryEvent:
+        ev = HistoryEvent(event_id=event_id, event_type=EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
+        ev.activity_task_scheduled_event_attributes.activity_type.name = activity_type
+        ev.activity_task_scheduled_event_attributes.activity_id = activity_id
+        return ev
+
+    def started(event_id: int, scheduled_id: int, attempt: int) -> HistoryEvent:
+        ev = HistoryEvent(event_id=event_id, event_type=EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED)
+        ev.activity_task_started_event_attributes.scheduled_event_id = scheduled_id
+        ev.activity_task_started_event_attributes.attempt = attempt
+        return ev
+
+    events = [scheduled(5, "begin_request", "1"), started(6, 5, 1), scheduled(7, "fence_user", "2"), started(8, 7, 3)]
+    got = attempts(events)
+    assert sorted(got.values()) == [1, 3]
+    assert sum(n - 1 for n in got.values()) == 2

@@ -62,3 +62,14 @@ def test_the_benchmark_plan_takes_the_background_count() -> None:
     assert Plan.make(True, None, Path("o")).background_large == 1_000
     assert Plan.make(True, None, Path("o"), background=5).background_large == 10  # never below phase 1's users
     assert Plan.make(True, None, Path("o"), background=2_500, bulk_keys="kms").bulk_keys == "kms"
+
+
+def test_the_huge_shape_is_ten_times_large_and_measured_in_full_runs_only_unless_asked() -> None:
+    huge, large = SHAPES["huge"], SHAPES["large"]
+    assert huge.sessions * huge.events_per_session == 10 * large.sessions * large.events_per_session == 100_000
+    assert huge.artifacts * huge.versions == 10 * large.artifacts * large.versions == 10_000
+    assert huge.log_segments * huge.lines_per_segment == 10 * large.log_segments * large.lines_per_segment
+    assert Plan.make(False, None, Path("o")).huge
+    assert not Plan.make(True, None, Path("o")).huge
+    assert Plan.make(True, None, Path("o"), huge=True).huge
+    assert not Plan.make(False, None, Path("o"), huge=False).huge
