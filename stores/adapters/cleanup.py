@@ -129,13 +129,22 @@ class CleanupBooks:
         run: Callable[[Connection[tuple[Any, ...]]], object],
     ) -> int:
         """Under the lock: run unless ``covered``; then one statement records the run and the request and
-        releases the lock (released on its own when ``run`` fails)."""
+        releases the lock (released apart when the run or that statement fails)."""
         try:
             if not covered:
                 while_beating(lambda: run(conn), beat, {"stage": self.stage, "running": target})
+            self._record_and_unlock(conn, lock, target, None if covered else started, request_id)
         except BaseException:
             conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (lock,))
             raise
+        return 0 if covered else 1
+
+    @staticmethod
+    def _record_and_unlock(
+        conn: Connection[tuple[Any, ...]], lock: str, target: str, ran_from: datetime | None, request_id: str
+    ) -> None:
+        """One statement (all of it or none): the run that started at ``ran_from`` (None: no run), the request
+        covered, the lock released."""
         conn.execute(
             "WITH ran AS (INSERT INTO table_vacuums (table_name, started_at, finished_at) "
             "SELECT %(t)s, %(started)s, clock_timestamp() WHERE %(ran)s ON CONFLICT (table_name) DO UPDATE "
@@ -143,9 +152,8 @@ class CleanupBooks:
             "covered AS (INSERT INTO physical_cleanup (request_id, table_name) VALUES (%(r)s, %(t)s) "
             "ON CONFLICT (request_id, table_name) DO UPDATE SET vacuumed_at = now()) "
             "SELECT pg_advisory_unlock(hashtextextended(%(lock)s, 0))",
-            {"t": target, "started": started, "ran": not covered, "r": request_id, "lock": lock},
+            {"t": target, "started": ran_from, "ran": ran_from is not None, "r": request_id, "lock": lock},
         )
-        return 0 if covered else 1
 
 
 def _try_lock(conn: Connection[tuple[Any, ...]], lock: str, target: str) -> tuple[bool, datetime | None, datetime]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
@@ -98,4 +99,22 @@ def test_a_failed_run_releases_the_lock_records_nothing_and_the_retry_runs_again
     finally:
         with platform.pool.connection() as conn:
             conn.execute("DELETE FROM physical_cleanup WHERE table_name = %s", (target,))
+            conn.execute("DELETE FROM table_vacuums WHERE table_name = %s", (target,))
+
+
+def test_a_failed_record_releases_the_lock(platform: Platform) -> None:
+    """The statement that records the run and releases the lock fails (a request id Postgres refuses): the
+    lock is released all the same, or every later erasure would wait for it forever."""
+    books = CleanupBooks(platform.pool, "books-test")
+    target = "books_test_record_fails"
+    lock = f"erasure.books-test:{target}"
+    try:
+        with pytest.raises(psycopg.DataError):
+            books.cover(target, books.now(), "req-\x00-refused", lambda _d: None, lambda _c: None)
+        with psycopg.connect(platform.config.postgres_url, autocommit=True) as other:  # not from the pool
+            got = other.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (lock,)).fetchone()
+            assert got == (True,)
+            other.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (lock,))
+    finally:
+        with platform.pool.connection() as conn:
             conn.execute("DELETE FROM table_vacuums WHERE table_name = %s", (target,))
