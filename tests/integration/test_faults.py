@@ -5,11 +5,14 @@ once the part is back, with the retries visible in the workflow history, and not
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+import psycopg
 import pytest
 import pytest_asyncio
+from psycopg_pool import PoolTimeout
 from temporalio.client import Client
 
 from stores.fingerprint import user_snapshot
@@ -94,11 +97,31 @@ async def wait_for_activity(faults: FaultStack, request_id: str, name: str) -> N
     raise AssertionError(f"{name} never ran")
 
 
+async def pool_back(platform: Platform, within: float = 60.0) -> None:
+    """Wait until the test's own pool serves a connection again. After an outage psycopg_pool reconnects
+    with a backoff of its own, so a read right after the erasure can time out (seen in CI: PoolTimeout in
+    the snapshot after Postgres came back). The worker's activities wait through Temporal's retries."""
+
+    def one_read() -> None:
+        with platform.pool.connection(timeout=2.0) as conn:
+            conn.execute("SELECT 1")
+
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            return await asyncio.to_thread(one_read)
+        except (PoolTimeout, psycopg.OperationalError):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)
+
+
 async def finish_and_check(
     faults: FaultStack, app: str, target: str, control: str, request_id: str, control_before: dict[str, object]
 ) -> list[tuple[str, int]]:
     result = await faults.harness.result(request_id, wait_seconds=240)
     assert result.status == "completed"
+    await pool_back(faults.platform)
     assert all(v == 0 for v in user_snapshot(faults.platform, app, target)["counts"].values())
     after = user_snapshot(faults.platform, app, control)
     removed = faults.harness.receipt_body(request_id)["derived_rows_removed"]
