@@ -44,7 +44,7 @@ from workers.stack.parts import KmsPart
 from workers.temporal_client import connect
 from workers.wiring import build_platform
 from workers.worker import build_worker
-from workflows.contracts import VERIFIER_WORKFLOW, ErasureResult, VerifyResult
+from workflows.contracts import VERIFIER_WORKFLOW, ErasureResult, VerifyResult, workflow_id
 from workflows.erasure import HEARTBEAT_TIMEOUT
 
 APP = "bench-agent"
@@ -299,23 +299,24 @@ class Bench:
         )
         erasure = await self.erase(users[0])
         direct, _calls = self.direct(users[1])
-        saga_history = await self.client.get_workflow_handle(f"erasure-{erasure.request_id}").fetch_history()
+        saga_history = await self.client.get_workflow_handle(workflow_id(erasure.request_id)).fetch_history()
         tries = attempts(saga_history.events)
         child = await self.client.get_workflow_handle(f"verify-{erasure.request_id}-final").fetch_history()
         tries.update({f"{k}(final)": v for k, v in attempts(child.events).items()})
         longest = max(erasure.steps, key=lambda step: step[1])
         past_timeout = sum(1 for _name, seconds in erasure.steps if seconds > HEARTBEAT_TIMEOUT.total_seconds())
+        retries = sum(n - 1 for n in tries.values())
         say(
             f"  [huge] saga {erasure.wall:.1f}s ({erasure.status}), direct {direct:.1f}s; longest step "
             f"{longest[0]} {longest[1]:.1f}s; {past_timeout} step(s) past the heartbeat timeout; retries "
-            f"{sum(n - 1 for n in tries.values())}"
+            f"{retries}"
         )
         self.figures.add("saga_seconds_huge", erasure.wall)
         self.figures.add("direct_seconds_huge", direct)
         self.figures.add("overhead_huge", ratio(erasure.wall, direct))
         self.figures.add("longest_step_seconds_huge", longest[1])
         self.figures.add("steps_past_heartbeat_timeout_huge", past_timeout)
-        self.figures.add("retries_huge", sum(n - 1 for n in tries.values()))
+        self.figures.add("retries_huge", retries)
         self.figures.notes["huge"] = {
             "steps_seconds": [[n, round(t, 2)] for n, t in erasure.steps],
             "attempts": tries,
