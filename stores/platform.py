@@ -55,6 +55,7 @@ class PlatformConfig:
     cache_url: str | None = None  # the Redis-protocol response cache; None: the platform has none
     chroma_path: str | None = None  # the Chroma memory backend's directory; None: the platform has none
     s3_compaction_url: str | None = None  # the SeaweedFS master that compacts volumes; None: not offered
+    s3_filer_url: str | None = None  # its filer: a marker through the deletion queue; None: a fixed wait
     webhook_urls: tuple[str, ...] = ()  # console-filed requests: signed webhooks on every state change
     webhook_secret: bytes = b""
     smtp_url: str | None = None  # the data subject's notice on completion; None: not sent

@@ -127,6 +127,20 @@ class SeaweedMaster:
             out.update(volumes_of(node, reply.json()))
         return out
 
+    def locations(self, chunk: str) -> list[str]:
+        """``host:port`` of every volume server holding the volume of ``chunk`` (a file id ``<volume>,<key>``)."""
+        reply = self._http.get(f"{self.url}/dir/lookup", params={"volumeId": chunk.split(",")[0]})
+        reply.raise_for_status()
+        return sorted({str(loc["url"]) for loc in reply.json().get("locations") or []})
+
+    def holds_chunk(self, server: str, chunk: str) -> bool:
+        """Whether a volume server still serves ``chunk`` (404 once its needle is deleted)."""
+        reply = self._http.head(f"{self._scheme}://{server}/{chunk}")
+        if reply.status_code == 404:
+            return False
+        reply.raise_for_status()
+        return True
+
     def vacuum(self, threshold: float = GARBAGE_THRESHOLD) -> None:
         """Ask the master to compact every volume whose garbage ratio reaches ``threshold`` (blocks until done,
         or returns at once when a vacuum is already running)."""

@@ -194,6 +194,12 @@ class Settings(BaseSettings):
         "objects. Empty: the local SeaweedFS's master (ERASURE_S3_PORT+1) in local mode, none otherwise (AWS S3 "
         "offers no compaction: the provider reclaims deleted versions' space on its own schedule); 'none': none.",
     )
+    s3_compaction_filer_url: str = Field(
+        default="",
+        description="URL of the SeaweedFS filer behind the S3 gateway: the physical clean-up sends a marker through "
+        "its deletion queue to know when deleted objects have left the volumes. Empty: the local SeaweedFS's filer "
+        "(ERASURE_S3_PORT+5) when the local master compacts, none otherwise (a fixed wait instead); 'none': none.",
+    )
     kms_endpoint: str = Field(
         default="",
         description="KMS endpoint URL. Empty: the local moto KMS on ERASURE_KMS_PORT; 'aws' for real AWS KMS.",
@@ -395,11 +401,10 @@ class Settings(BaseSettings):
             value = self.secret_value(name)
             if value and not re.fullmatch(r"[0-9a-fA-F]{64}", value):
                 raise ConfigError(f"{var(name)}{self._from(name)} must be 32 bytes (64 hex digits)")
-        compaction = self.s3_compaction_url
-        if compaction not in ("", "none") and not re.fullmatch(r"https?://[^\s/?#]+/?", compaction):
-            raise ConfigError(
-                f"ERASURE_S3_COMPACTION_URL must be the SeaweedFS master's http(s) URL or 'none', got {compaction!r}"
-            )
+        for name, what in (("s3_compaction_url", "master"), ("s3_compaction_filer_url", "filer")):
+            url = getattr(self, name)
+            if url not in ("", "none") and not re.fullmatch(r"https?://[^\s/?#]+/?", url):
+                raise ConfigError(f"{var(name)} must be the SeaweedFS {what}'s http(s) URL or 'none', got {url!r}")
         if self.mode == "production":
             missing = [var(name) for name in required_in_production() if not self._plain(name)]
             if missing:
@@ -531,6 +536,19 @@ class Settings(BaseSettings):
         if self.production or not self.embedded_s3:
             return None
         return f"http://127.0.0.1:{self.s3_port + 1}"
+
+    @property
+    def s3_compaction_filer(self) -> str | None:
+        """The SeaweedFS filer whose deletion queue the compaction waits on; ``None``: a fixed wait instead.
+
+        Only with a compacting master; the local stack's filer is on the S3 port + 5 (``S3Part``)."""
+        if self.s3_compaction_filer_url == "none" or self.s3_compaction_master is None:
+            return None
+        if self.s3_compaction_filer_url:
+            return self.s3_compaction_filer_url.rstrip("/")
+        if self.s3_compaction_url or self.production or not self.embedded_s3:
+            return None
+        return f"http://127.0.0.1:{self.s3_port + 5}"
 
     @property
     def embedded_cache(self) -> bool:

@@ -55,6 +55,7 @@ def platform_config(settings: Settings, secrets: Secrets | None = None, **overri
         cache_url=settings.response_cache_url,
         chroma_path=settings.chroma_memory_path,
         s3_compaction_url=settings.s3_compaction_master,
+        s3_filer_url=settings.s3_compaction_filer,
         webhook_urls=tuple(u.strip() for u in settings.webhook_urls.split(",") if u.strip()),
         webhook_secret=settings.webhook_secret.get_secret_value().encode(),
         smtp_url=settings.smtp_url.get_secret_value() or None,

@@ -9,8 +9,12 @@ writable volume left uncompacted is asked again, and after that the step fails a
 Compacting copies a volume's live needles to a new file: reads and writes go on meanwhile (writes to that
 volume move to another one for the time), so the platform is never blocked. Heartbeats while it runs.
 
-The filer deletes an object's chunks from the volumes through a queue polled about every second, so the
-step waits ``SETTLE_SECONDS`` after the deleting steps before it takes its bound. Concurrent erasures share
+The filer deletes an object's chunks from the volumes through a queue it runs every 1.123 s, so before it
+takes its bound the step sends a marker through that queue and waits until the marker's chunk has left its
+volume server (``stores.deletion_queue``; ``ERASURE_S3_COMPACTION_FILER_URL``, the local stack's own filer by
+default): the deletions queued before it have then reached the volumes, in 0.1 to 1.2 s instead of a fixed
+wait. One marker serves every erasure of the worker that asked before it was written. Without a filer to send
+it through (or when the filer keeps the marker inline) the step waits ``SETTLE_SECONDS``. Concurrent erasures share
 a compaction, as vacuums are shared (``stores.adapters.cleanup``): one that started after a request's
 deletions had landed covers it. Skipped (recorded as covered) when the request deleted no object.
 
@@ -35,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from stores.adapters.cleanup import CleanupBooks, covered_targets, found_any
 from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
+from stores.deletion_queue import FilerDeletionQueue, MarkerInline, SharedProbe
 from stores.errors import CompactionIncomplete
 from stores.seaweedfs import Outcome, SeaweedMaster, not_compacted
 
@@ -50,6 +55,9 @@ TARGET = "object_store"
 FOUND_KEYS = ("artifacts", "log_segments")
 #: the filer's deletion queue is polled every 1.123 s: deletions have reached the volumes after this
 SETTLE_SECONDS = 2.5
+#: the marker must have left its volume within this (the queue may hold a huge user's 10,000 deletions);
+#: past it the step fails and Temporal retries it
+DRAIN_SECONDS = 120.0
 ATTEMPTS = 30  # compaction requests before the step fails (and Temporal retries it), RETRY_SECONDS apart
 RETRY_SECONDS = 2.0
 
@@ -77,6 +85,9 @@ class CompactionAdapter:
         self.books = CleanupBooks(platform.pool, "compaction")
         url = platform.config.s3_compaction_url
         self.master = SeaweedMaster(url) if url else None
+        filer = platform.config.s3_filer_url
+        self.queue = FilerDeletionQueue(filer, self.master) if filer and self.master else None
+        self.drains = SharedProbe()  # one marker at a time for the worker's concurrent erasures
         self.disposition = OFFERED if self.master is not None else NOT_OFFERED
 
     def locate(self, subject: Subject) -> dict[str, int]:
@@ -112,6 +123,18 @@ class CompactionAdapter:
 
     def _settle(self, beat: Beat) -> datetime | None:
         """Wait for deletions the filer queued to reach the volumes; then "now" bounds this request's."""
+        queue = self.queue
+        if queue is not None:
+            deadline = time.monotonic() + DRAIN_SECONDS
+
+            def drain() -> None:
+                queue.drain(deadline, lambda s: beat({"stage": "compaction", "draining": round(s, 1)}))
+
+            try:
+                self.drains.wait(drain, lambda: beat({"stage": "compaction", "draining": "shared"}))
+                return self.books.now()
+            except MarkerInline:
+                pass  # the filer keeps small files inline: no chunk to watch, the fixed wait instead
         deadline = time.monotonic() + SETTLE_SECONDS
         while (left := deadline - time.monotonic()) > 0:
             beat({"stage": "compaction", "settling": round(left, 1)})

@@ -75,3 +75,22 @@ def test_production_offers_no_compaction_unless_a_master_is_named(tmp_path: Path
 def test_a_compaction_url_that_is_not_a_master_url_is_refused_naming_the_variable(value: str) -> None:
     with pytest.raises(ConfigError, match="ERASURE_S3_COMPACTION_URL must be the SeaweedFS master's"):
         Settings.from_env({"ERASURE_S3_COMPACTION_URL": value})
+
+
+def test_the_deletion_queue_marker_goes_through_the_local_filer_or_a_named_one() -> None:
+    local = Settings.from_env({"ERASURE_S3_PORT": "18333"})
+    assert local.s3_compaction_filer == "http://127.0.0.1:18338"  # the S3 port + 5, as S3Part starts it
+    named = Settings.from_env(
+        {"ERASURE_S3_COMPACTION_URL": "http://s3:9333", "ERASURE_S3_COMPACTION_FILER_URL": "http://s3:8888/"}
+    )
+    assert named.s3_compaction_filer == "http://s3:8888"
+    # a named master without a named filer: the fixed wait (the local filer is not that master's)
+    assert Settings.from_env({"ERASURE_S3_COMPACTION_URL": "http://s3:9333"}).s3_compaction_filer is None
+    # no compaction, no marker; and 'none' turns the marker off
+    assert Settings.from_env({"ERASURE_S3_COMPACTION_URL": "none"}).s3_compaction_filer is None
+    assert Settings.from_env({"ERASURE_S3_COMPACTION_FILER_URL": "none"}).s3_compaction_filer is None
+
+
+def test_a_filer_url_that_is_not_a_url_is_refused_naming_the_variable() -> None:
+    with pytest.raises(ConfigError, match="ERASURE_S3_COMPACTION_FILER_URL must be the SeaweedFS filer's"):
+        Settings.from_env({"ERASURE_S3_COMPACTION_FILER_URL": "s3:8888"})
