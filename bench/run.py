@@ -29,6 +29,7 @@ from bench.actions import count_actions
 from bench.counters import CallCounter, group, watch_boto, watch_cache, watch_chroma, watch_sql
 from bench.direct import erase_directly
 from bench.history import attempts, counts_by_name, covered, records, step_times
+from bench.quiet import autovacuum_idle
 from bench.stats import Row, Target, format_table, ratio, summarize
 from stores.bulk_check import check_sample
 from stores.bulk_seed import bulk_seed
@@ -179,6 +180,8 @@ class Bench:
         checked = await check_sample(seeder, report, sample=20)
         done["sample_check"] = {"users": len(checked.users), "checks": checked.checks, "failures": checked.failures}
         say(f"  read back {len(checked.users)} of them: {'ok' if checked.passed else checked.failures[:3]}")
+        done["autovacuum_wait_seconds"] = round(await asyncio.to_thread(autovacuum_idle, self.platform), 1)
+        say(f"  waited {done['autovacuum_wait_seconds']:.0f}s for autovacuum to go idle")
         self.seeded += count
         self.figures.notes.setdefault("bulk_seeding", []).append(done)
         self.figures.notes.setdefault("seeding_seconds", []).append(["bulk-bg", count, "background", done["seconds"]])
@@ -297,8 +300,11 @@ class Bench:
             f"  bulk-seeded 2 huge users in {report.seconds:.1f}s ({size.sessions * size.events_per_session:,} "
             f"events, {size.artifacts * size.versions:,} artifact versions each; {report.total_rows:,} rows in all)"
         )
+        quiet = [await asyncio.to_thread(autovacuum_idle, self.platform)]
         erasure = await self.erase(users[0])
+        quiet.append(await asyncio.to_thread(autovacuum_idle, self.platform))
         direct, _calls = self.direct(users[1])
+        say(f"  waited for autovacuum to go idle before each: {quiet[0]:.0f}s and {quiet[1]:.0f}s")
         saga_history = await self.client.get_workflow_handle(workflow_id(erasure.request_id)).fetch_history()
         tries = attempts(saga_history.events)
         child = await self.client.get_workflow_handle(f"verify-{erasure.request_id}-final").fetch_history()
@@ -322,6 +328,7 @@ class Bench:
             "attempts": tries,
             "status": erasure.status,
             "seeding": report.summary(),
+            "autovacuum_waits_seconds": [round(q, 1) for q in quiet],
         }
 
     async def throughput(self, seeder: Platform, ceiling_queue: str) -> None:
