@@ -25,6 +25,7 @@ import numpy as np
 from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
+from stores.common_digests import COMMON_HOLDERS, common_digests
 from stores.embedding import Embedder, HashingEmbedder, tokens
 from stores.errors import DataKeyShredded
 from stores.identity import derived_key, session_digest, session_ref, subject_key, subject_of_stored, token_digest
@@ -542,13 +543,20 @@ class MemoryEraser:
         return derived
 
     def unheld_digests(
-        self, digests: Sequence[str], excluding_subject: str, excluding_rows: Sequence[uuid.UUID] = ()
+        self,
+        digests: Sequence[str],
+        excluding_subject: str,
+        excluding_rows: Sequence[uuid.UUID] = (),
+        common_holders: int = COMMON_HOLDERS,
     ) -> list[str]:
         """Those of ``digests`` (in their order) no row of anyone else holds, ``excluding_rows`` aside (the
-        rows derived from the subject's, which the erasure removes): one round trip, one index probe per
-        digest that stops at the first holder (a count of a common word's holders would grow with the
-        platform)."""
+        rows derived from the subject's, which the erasure removes): one index probe per digest, in one round
+        trip. Digests the table's statistics put in ``common_holders`` rows or more are left out unprobed
+        (``stores.common_digests``: a GIN probe reads every holder, so a common word would cost what the
+        platform holds of it)."""
         with self._pool.connection() as conn:
+            common = common_digests(conn, digests, common_holders)
+            digests = [d for d in digests if d not in common]
             rows = conn.execute(
                 "SELECT given.d FROM unnest(%s::text[]) WITH ORDINALITY AS given(d, n) WHERE NOT EXISTS "
                 "(SELECT 1 FROM memories m WHERE m.token_digests @> ARRAY[given.d] AND m.subject_key <> %s "
