@@ -1,5 +1,6 @@
 """``SharedProbe``: one deletion-queue marker serves every caller that asked before it was written, and only
-those (a marker written before a caller's deletions proves nothing about them). Real threads."""
+those (a marker written before a caller's deletions proves nothing about them). Real threads. And the
+compaction step's fallback when the filer leaves no marker chunk to watch."""
 
 from __future__ import annotations
 
@@ -91,3 +92,30 @@ def test_a_failed_probe_serves_nobody_and_the_next_caller_runs_its_own() -> None
         assert second.result(5) is True
     assert calls == [1, 2]
     assert shared.runs == 2
+
+
+def test_a_marker_the_filer_kept_inline_falls_back_to_the_fixed_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No chunk to watch (the filer keeps small files inline): the compaction step waits SETTLE_SECONDS, as
+    without a filer, and then takes its bound."""
+    from datetime import UTC, datetime
+
+    from stores.adapters import compaction
+    from stores.deletion_queue import MarkerInline
+
+    class InlineQueue:
+        def drain(self, deadline: float, waiting: object) -> None:
+            raise MarkerInline("inline")
+
+    class Books:
+        def now(self) -> datetime:
+            return datetime(2026, 12, 2, tzinfo=UTC)
+
+    monkeypatch.setattr(compaction, "SETTLE_SECONDS", 0.05)
+    adapter = object.__new__(compaction.CompactionAdapter)
+    adapter.queue, adapter.drains, adapter.books = InlineQueue(), SharedProbe(), Books()  # type: ignore[assignment]
+    beats: list[dict[str, object]] = []
+    started = time.monotonic()
+    assert adapter._settle(beats.append) == datetime(2026, 12, 2, tzinfo=UTC)
+    assert time.monotonic() - started >= 0.05
+    assert beats
+    assert all("settling" in b for b in beats)  # the fixed wait's heartbeats, not the marker's
