@@ -65,7 +65,8 @@ class FilerDeletionQueue:
     def drain(self, deadline: float, waiting: Callable[[float], None]) -> Drained:
         """Send a marker through the queue and wait until its chunk is gone (``waiting(seconds)`` between
         polls). Raises ``TimeoutError`` past ``deadline`` (monotonic), ``MarkerInline`` when there is no
-        chunk to watch, ``httpx.HTTPError`` when the filer, master or a volume server fails."""
+        chunk to watch, ``LookupError`` when the chunk or its volume server cannot be named, ``httpx.HTTPError``
+        when the filer, master or a volume server fails."""
         started = time.monotonic()
         path = f"{MARKER_DIRECTORY}/{uuid.uuid4().hex}"
         self._http.post(f"{self.filer}{path}", files={"file": ("marker", os.urandom(MARKER_BYTES))}).raise_for_status()
@@ -74,11 +75,10 @@ class FilerDeletionQueue:
         finally:
             self._http.delete(f"{self.filer}{path}").raise_for_status()
         servers = self.master.locations(chunk)
-        left = list(servers)
-        while left:
-            left = [server for server in left if self.master.holds_chunk(server, chunk)]
-            if not left:
-                break
+        if not servers:  # nothing to poll proves nothing: fail (the step is retried), never report drained
+            raise LookupError("the master names no volume server for the marker's chunk")
+        left = servers
+        while left := [server for server in left if self.master.holds_chunk(server, chunk)]:
             if time.monotonic() >= deadline:
                 raise TimeoutError("the object store's deletion queue did not reach the marker in time")
             waiting(time.monotonic() - started)
@@ -93,7 +93,10 @@ class FilerDeletionQueue:
         chunks = reply.json().get("chunks") or []
         if not chunks:
             raise MarkerInline("the filer kept the marker inline")
-        return str(chunks[0].get("file_id") or chunks[0].get("fileId"))
+        chunk = chunks[0].get("file_id") or chunks[0].get("fileId")
+        if not chunk:
+            raise LookupError("the filer's metadata names no file id for the marker's chunk")
+        return str(chunk)
 
 
 class SharedProbe:

@@ -55,6 +55,20 @@ def test_after_the_marker_every_chunk_deleted_before_it_is_gone(platform: Platfo
     assert not (listing.json().get("Entries") if listing.status_code == 200 else None)  # every marker deleted
 
 
+def test_a_marker_whose_volume_server_cannot_be_named_fails_instead_of_passing(local_stack: Settings) -> None:
+    """Nothing to poll proves nothing: the drain fails (the step is retried), it never reports the queue done."""
+    master_url, filer = local_stack.s3_compaction_master, local_stack.s3_compaction_filer
+    assert master_url
+    assert filer
+
+    class NoLocations(SeaweedMaster):
+        def locations(self, chunk: str) -> list[str]:
+            return []
+
+    with pytest.raises(LookupError, match="no volume server"):
+        FilerDeletionQueue(filer, NoLocations(master_url)).drain(time.monotonic() + 10, lambda _s: None)
+
+
 def test_the_local_stacks_compaction_waits_on_the_marker(platform: Platform) -> None:
     adapter = CompactionAdapter(platform)
     assert adapter.queue is not None  # wired from the settings: the local filer, beside the local master
