@@ -81,6 +81,15 @@ class ExpiryActivities(PlatformActivities):
                 )
                 count("memory_expiry_forgets_filed", "forget requests filed by the retention-expiry sweep")
                 log.info("expiry_forget_filed", subject_key=sk, request_id=request_id, items=len(ids))
+            self.platform.approvals.record(  # the retention policy decided: the forget runs through the gate
+                request_id=row.request_id,
+                subject_key=sk,
+                kind="forget",
+                path="retention_policy",
+                decision="approved",
+                requested_by=REQUESTED_BY,
+                decided_by=REQUESTED_BY,
+            )
             if row.state not in FINAL:
                 return ExpiryFiled("filed" if row.state == "received" else "running", request_id, row.memory_ids)
             # an earlier forget of these very rows ended without removing them (held, failed): a new one

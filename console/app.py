@@ -21,11 +21,13 @@ to the audit log with who, when, what and the request id.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import date
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
@@ -41,7 +43,8 @@ from console.identity import Principal, actor_ref
 from console.intake import KetchDeleteRequest, csv_rows, ketch_due, ketch_error, ketch_identity, ketch_response
 from console.oidc import InvalidToken, OidcVerifier
 from console.tokens import TokenError, TokenStore
-from stores.errors import RequestNotFound
+from stores.approvals import Decision as ApprovalDecision
+from stores.errors import NotApproved, RequestNotFound
 from stores.identity import derived_key
 from stores.platform import Platform
 from stores.requests import ACTIVE_STATES, ErasureRequestRow
@@ -274,9 +277,38 @@ async def file_one(
 async def decide(
     console: Console, request_id: str, p: Principal, update: Any, action: str, reason: str
 ) -> dict[str, str]:
-    """One of the approval updates on ``request_id`` as ``p``, audited once the workflow took it."""
-    _row(console, request_id, p)
-    decision = await _update(console, request_id, update, Decision(actor_ref(console.actor_secret, p.subject)))
+    """One of the approval updates on ``request_id`` as ``p``, audited once the workflow took it.
+
+    The decision is recorded, signed, in the approval store, which the worker reads before anything
+    destructive: an approval or a denial before the workflow hears of it (so the workflow never runs ahead of
+    the record), a cancellation after the workflow took it (a cancellation it refused, the saga already
+    under way, must not stop the saga half-way)."""
+    row = _row(console, request_id, p)
+    _reason, filer = console.platform.requests.requested(row)
+    me = actor_ref(console.actor_secret, p.subject)
+    record = functools.partial(
+        console.platform.approvals.record,
+        request_id=row.request_id,
+        subject_key=row.subject_key,
+        kind="erasure",
+        path="four_eyes",
+        decision=cast(ApprovalDecision, action),
+        requested_by=actor_ref(console.actor_secret, filer or ""),
+        decided_by=me,
+    )
+    try:
+        if action != "cancelled":
+            try:
+                await asyncio.to_thread(record)
+            except NotApproved as exc:
+                raise HTTPException(409, str(exc)) from None
+        decision = await _update(console, request_id, update, Decision(me))
+    except HTTPException as exc:
+        console.audit.append(p.subject, "decision_refused", request_id, {"action": action, "reason": exc.detail})
+        raise
+    if action == "cancelled":
+        with contextlib.suppress(NotApproved):  # nothing approved yet: the workflow's cancellation is enough
+            await asyncio.to_thread(record)
     console.audit.append(p.subject, action, request_id, {"reason": reason})
     return {"decision": decision}
 

@@ -35,6 +35,10 @@ ACTIONS = (
     "token_revoked",
     "forget_previewed",  # item forgetting (issue 16): a staff member saw what a description resolves to
     "forget_filed",
+    "forget_approved",  # a second person approved a staff-filed forget that deletes (issue 27)
+    "forget_denied",
+    "forget_decision_refused",  # a decision the rules refused (the filer's own, a forget not waiting)
+    "decision_refused",  # an erasure's approval, denial or cancellation the rules refused
 )
 
 

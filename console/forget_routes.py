@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from console.app import Console, require
 from console.identity import Principal
-from stores.errors import RequestNotFound
+from stores.errors import NotApproved, RequestNotFound
 from stores.forget_requests import ForgetRequestRow
 from stores.forget_resolution import Preview
 from stores.identity import subject_key
@@ -25,6 +25,7 @@ from workers.forget_service import FiledForget
 from workers.service import RequestRefused
 
 Files = Annotated[Principal, Depends(require("requests:file"))]
+Decides = Annotated[Principal, Depends(require("requests:decide"))]
 Reads = Annotated[Principal, Depends(require("requests:read"))]
 
 
@@ -76,12 +77,30 @@ async def filed_forget(console: Console, p: Principal, body: ForgetBody) -> File
             session_id=body.session_id,
             about=body.about,
             requested_by=p.subject,
+            path="four_eyes",
         )
     except RequestRefused as exc:
         raise HTTPException(422, str(exc)) from None
     detail = {"subject_key": filed.subject_key, "strength": body.strength}
     console.audit.append(p.subject, "forget_filed", filed.request_id, detail)
     return filed
+
+
+async def decided_forget(console: Console, p: Principal, request_id: str, *, approve: bool) -> dict[str, Any]:
+    """Approve or deny a forget waiting for approval (409 with the reason when the rules refuse it), audited."""
+    from workers.forget_service import decide_forget
+
+    forget_row(console, p, request_id)
+    try:
+        row = await decide_forget(
+            console.client, console.platform, console.settings, request_id, p.subject, approve=approve
+        )
+    except NotApproved as exc:
+        console.audit.append(p.subject, "forget_decision_refused", request_id, {"reason": str(exc)})
+        raise HTTPException(409, str(exc)) from None
+    action = "forget_approved" if approve else "forget_denied"
+    console.audit.append(p.subject, action, request_id, {"subject_key": row.subject_key})
+    return {"request_id": row.request_id, "state": row.state}
 
 
 def forget_row(console: Console, p: Principal, request_id: str) -> ForgetRequestRow:
@@ -125,7 +144,22 @@ def add_forget_routes(app: FastAPI, console: Console) -> None:
     async def forget_file(body: ForgetBody, p: Files) -> dict[str, Any]:
         """File a forget of chosen items at a strength (or erase one session) as a durable workflow."""
         filed = await filed_forget(console, p, body)
-        return {"request_id": filed.request_id, "subject_key": filed.subject_key, "tombstone_id": filed.tombstone_id}
+        return {
+            "request_id": filed.request_id,
+            "subject_key": filed.subject_key,
+            "tombstone_id": filed.tombstone_id,
+            "state": "pending_approval" if filed.pending else "received",
+        }
+
+    @app.post("/api/forget/{request_id}/approve")
+    async def forget_approve(request_id: str, p: Decides) -> dict[str, Any]:
+        """A second person approves a staff-filed forget that deletes: it starts now."""
+        return await decided_forget(console, p, request_id, approve=True)
+
+    @app.post("/api/forget/{request_id}/deny")
+    async def forget_deny(request_id: str, p: Decides) -> dict[str, Any]:
+        """A second person denies a staff-filed forget: it ends ``denied``, nothing deleted."""
+        return await decided_forget(console, p, request_id, approve=False)
 
     @app.get("/api/forget/{request_id}")
     async def forget_status(request_id: str, p: Reads) -> dict[str, Any]:

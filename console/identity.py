@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 from dataclasses import dataclass
 
-from stores.identity import derived_key
+from stores.approvals import actor_ref
+
+__all__ = ["ROLES", "Principal", "actor_ref"]
 
 ROLES = ("requester", "approver", "auditor", "admin")
 
@@ -20,10 +20,3 @@ class Principal:
 
     def has(self, role: str) -> bool:
         return role in self.roles
-
-
-def actor_ref(secret: bytes, principal_subject: str) -> str:
-    """A keyed digest of a staff identity: what the workflow history holds instead of a name or e-mail
-    (the approval rule compares two of them; the audit log holds the identity itself)."""
-    digest = hmac.new(derived_key(secret, "console-actor"), principal_subject.encode(), hashlib.sha256)
-    return "act_" + digest.hexdigest()[:32]

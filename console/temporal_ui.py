@@ -13,8 +13,10 @@ its own shows ciphertext. Two routes let the people the console trusts read it:
 - ``/temporal/...``: a Temporal UI served under the public path ``/temporal``
   (``ERASURE_TEMPORAL_UI_UPSTREAM``; the local stack's by default) proxied behind the console's login. The
   UI then runs on the console's origin, so its codec calls carry the session cookie and decode, while the
-  same UI opened directly shows ciphertext only. Through the console the UI is read-only: GETs and
-  workflow queries pass; terminate, reset, signal and every other write are refused (403).
+  same UI opened directly shows ciphertext only. Through the console the UI is read-only by construction:
+  a raw path holding a dot segment, an encoded slash, dot or backslash is refused (400) before anything
+  else looks at it, so the path checked is the path forwarded; then GETs and one exact POST, a workflow
+  query, pass (``ALLOWED``); start, terminate, reset, signal and every other write are refused (403).
 """
 
 from __future__ import annotations
@@ -43,6 +45,26 @@ PROXY_PREFIX = "/temporal"
 #: the one kind of POST the proxied UI may send: a workflow query (the progress query); terminate, reset,
 #: signal, cancel and the rest are refused (the console's roles read history, they do not steer workflows)
 QUERY_PATH = re.compile(r"^/temporal/api/v1/namespaces/[^/]+/workflows/[^/]+/query/[^/]+$")
+#: (method, path pattern) pairs forwarded, matched against the path exactly as it will be sent
+ALLOWED: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("GET", re.compile(r"^/temporal(/[^/]*)*$")),
+    ("POST", QUERY_PATH),
+)
+#: what a raw path may not hold: dot segments, encoded slashes, dots and backslashes, NUL
+_UNSAFE_RAW = re.compile(r"(^|/)\.{1,2}(/|$)|%2[ef]|%5c|%00|\\", re.IGNORECASE)
+
+
+def forwardable(method: str, raw_path: str) -> str | None:
+    """The path to forward for this request, or ``None`` when the proxy refuses it. ``raw_path`` is the path
+    exactly as the client sent it (percent-encoding and dot segments intact): one the upstream client would
+    normalise, or that decodes to something else, is refused rather than checked in one form and sent in
+    another."""
+    if _UNSAFE_RAW.search(raw_path) or "//" in raw_path:
+        return None
+    for allowed_method, pattern in ALLOWED:
+        if method == allowed_method and pattern.match(raw_path):
+            return raw_path
+    return None
 _HOP_BY_HOP = frozenset(
     {
         "connection",
@@ -150,7 +172,11 @@ def add_temporal_ui_proxy(app: FastAPI, upstream: str) -> None:
 
     @app.api_route(PROXY_PREFIX + "/{path:path}", methods=["GET", "POST"], include_in_schema=False)
     async def temporal_ui(request: Request, path: str, p: Browses) -> Response:
-        if request.method != "GET" and not QUERY_PATH.match(request.url.path):
+        raw = request.scope.get("raw_path", b"").decode("latin-1").split("?", 1)[0]
+        if _UNSAFE_RAW.search(raw) or "//" in raw:
+            raise HTTPException(400, "a path with dot segments or encoded separators is refused")
+        target = forwardable(request.method, raw)
+        if target is None:
             raise HTTPException(403, "Temporal UI through the console is read-only (workflow queries allowed)")
         headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP]
         cookie = _forwarded_cookie(request.headers.get("cookie", ""))
@@ -158,8 +184,7 @@ def add_temporal_ui_proxy(app: FastAPI, upstream: str) -> None:
             headers.append(("cookie", cookie))
         outgoing = client.build_request(
             request.method,
-            request.url.path,
-            params=request.url.query,
+            httpx.URL(upstream.rstrip("/") + target, query=request.url.query.encode("latin-1")),
             headers=headers,
             content=await request.body(),
         )

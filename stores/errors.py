@@ -7,6 +7,7 @@ StoreError
 ├── CiphertextInvalid      bytes that are not one of our ciphertexts, or were tampered with
 ├── RequestNotFound        no erasure request with that id
 ├── RecordInvalid          a request record of an unknown version or shape (non-retryable)
+├── NotApproved            no valid approval recorded for a request about to change data (non-retryable)
 ├── PartialDelete          a batch delete whose reply listed keys it did not delete (retried)
 └── CompactionIncomplete   volumes holding deleted objects the object store did not compact (retried)
 """
@@ -38,6 +39,10 @@ class RequestNotFound(StoreError):
 
 class RecordInvalid(StoreError):
     """A request's recorded state this code cannot read (unknown version or field): refused, never half-read."""
+
+
+class NotApproved(StoreError):
+    """No valid approval is recorded for the request (missing, denied, not verifying, another subject)."""
 
 
 class PartialDelete(StoreError):

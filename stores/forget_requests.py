@@ -22,7 +22,7 @@ from stores.errors import RequestNotFound
 from stores.forgetting import STRENGTHS, ForgetRefused
 from stores.requests import RequestStore
 
-FINAL = ("completed", "verification_failed", "failed", "held")
+FINAL = ("completed", "verification_failed", "failed", "held", "denied")
 
 
 @dataclass(frozen=True)

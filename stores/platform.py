@@ -21,6 +21,7 @@ from stores.memory import MemoryEraser, MemoryStore
 from stores.memory_lifecycle import Caps
 from stores.memory_states import MemoryStates
 from stores.pool_check import RecentlyUsedCheck
+from stores.approvals import ApprovalStore
 from stores.requests import RequestStore
 from stores.sessions import SessionStore
 from stores.tombstones import TombstoneLedger
@@ -113,6 +114,10 @@ class Platform:
     @cached_property
     def ledger(self) -> TombstoneLedger:
         return TombstoneLedger(self.pool, self.config.subject_secret)
+
+    @cached_property
+    def approvals(self) -> ApprovalStore:
+        return ApprovalStore(self.pool, self.config.subject_secret)
 
     @cached_property
     def requests(self) -> RequestStore:

@@ -1,7 +1,11 @@
 """Payload encryption for everything the orchestrator sends through Temporal.
 
 Every payload (inputs, results, heartbeat details, memos, failure attributes) is AES-256-GCM encrypted
-before it leaves the process, so Temporal's history holds only ciphertext. Used together with
+before it leaves the process, so Temporal's history holds only ciphertext. The clients and workers decode
+strictly: a payload that is not ours (plain JSON sent by ``temporal workflow start``, Temporal UI's start or
+signal form, a forged input) is refused (``PlaintextPayload``), so nobody without the payload key can hand a
+workflow an input, a signal or an update; the workflow task fails with that reason and no step runs. The
+codec endpoints for Temporal UI decode leniently (a clear payload is shown as it is) and never encode. Used together with
 ``DefaultFailureConverterWithEncodedAttributes``, which moves error messages and stack traces into an
 encoded (thus encrypted) payload. Operators decode for Temporal UI through ``erasure codec-server``.
 """
@@ -21,8 +25,13 @@ from temporalio.converter import PayloadCodec
 ENCODING = b"binary/encrypted"
 
 
+class PlaintextPayload(ValueError):
+    """A payload that is not encrypted with our codec, refused by a strict decode."""
+
+
 class EncryptionCodec(PayloadCodec):
-    def __init__(self, key: bytes, old_keys: Iterable[bytes] = ()) -> None:
+    def __init__(self, key: bytes, old_keys: Iterable[bytes] = (), *, strict: bool = False) -> None:
+        self._strict = strict
         self._key_id = self.key_id(key)
         self._ciphers = {self.key_id(k): AESGCM(k) for k in (key, *old_keys)}
 
@@ -47,6 +56,8 @@ class EncryptionCodec(PayloadCodec):
         out = []
         for p in payloads:
             if p.metadata.get("encoding", b"") != ENCODING:
+                if self._strict:
+                    raise PlaintextPayload("refused a payload that is not encrypted with the orchestrator's key")
                 out.append(p)
                 continue
             key_id = p.metadata.get("encryption-key-id", b"").decode()
@@ -60,6 +71,6 @@ class EncryptionCodec(PayloadCodec):
 def data_converter(key: bytes) -> temporalio.converter.DataConverter:
     return dataclasses.replace(
         temporalio.converter.DataConverter.default,
-        payload_codec=EncryptionCodec(key),
+        payload_codec=EncryptionCodec(key, strict=True),
         failure_converter_class=temporalio.converter.DefaultFailureConverterWithEncodedAttributes,
     )

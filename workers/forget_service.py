@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from temporalio.client import Client
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from stores.errors import InvalidIdentifier
-from stores.forget_requests import ForgetPayload
+from stores.approvals import Path as ApprovalPath
+from stores.approvals import actor_ref
+from stores.errors import InvalidIdentifier, NotApproved
+from stores.forget_requests import ForgetPayload, ForgetRequestRow
 from stores.forget_resolution import Preview, resolve
 from stores.forgetting import ForgetRefused
 from stores.platform import Platform
@@ -48,6 +50,7 @@ class FiledForget:
     subject_key: str
     workflow_id: str
     tombstone_id: str
+    pending: bool = False  # waits for a second person's approval (not started)
 
 
 def _item_texts(platform: Platform, subject: str, memory_ids: Sequence[str]) -> list[str]:
@@ -76,8 +79,14 @@ async def file_forget(
     session_id: str | None = None,
     about: str | None = None,
     requested_by: str | None = None,
+    path: ApprovalPath = "single_person",
 ) -> FiledForget:
-    """File a confirmed forget; ``RequestRefused`` (nothing stored or started) when it cannot be valid."""
+    """File a confirmed forget; ``RequestRefused`` (nothing stored or started) when it cannot be valid.
+
+    ``path`` says who decided: ``single_person`` (the CLI's operator), ``data_subject`` (the user's own
+    confirmation through the agent) or ``four_eyes`` (staff in the console): a staff-filed forget that
+    deletes waits in ``pending_approval``, unstarted, until someone else approves it (``approve_forget``);
+    a suppression deletes nothing and starts at once."""
     sk = validate_request(platform, app_name, user_id)
     if strength != "suppress" and await asyncio.to_thread(platform.requests.active_hold, sk) is not None:
         raise RequestRefused("a legal hold is active on this user: nothing may be deleted (suppress is allowed)")
@@ -91,17 +100,68 @@ async def file_forget(
         )
     except (ForgetRefused, InvalidIdentifier, ValueError) as exc:
         raise RequestRefused(str(exc)) from None
+    filer = actor_ref(platform.config.subject_secret, requested_by or path)
+    if path == "four_eyes" and strength != "suppress":
+        await asyncio.to_thread(platform.forget_requests.set_state, row.request_id, "pending_approval")
+        return FiledForget(row.request_id, sk, forget_workflow_id(row.request_id), row.tombstone_id, pending=True)
+    decided_path: ApprovalPath = "single_person" if path == "four_eyes" else path
+    await asyncio.to_thread(
+        platform.approvals.record,
+        request_id=row.request_id,
+        subject_key=sk,
+        kind="forget",
+        path=decided_path,
+        decision="approved",
+        requested_by=filer,
+        decided_by=filer,
+    )
+    await _start(client, settings, row)
+    return FiledForget(row.request_id, sk, forget_workflow_id(row.request_id), row.tombstone_id)
+
+
+async def _start(client: Client, settings: Settings, row: ForgetRequestRow) -> None:
     await client.start_workflow(
         FORGET_WORKFLOW,
-        ForgetInput(row.request_id, sk, app_name, strength, row.memory_ids),
+        ForgetInput(row.request_id, row.subject_key, row.app_name, row.strength, row.memory_ids),
         id=forget_workflow_id(row.request_id),
         task_queue=settings.task_queue,
         search_attributes=TypedSearchAttributes(
             [SearchAttributePair(ERASURE_STATUS, "received"), SearchAttributePair(ERASURE_STAGE, "received")]
         ),
-        static_summary=f"{strength} of {len(row.memory_ids)} item(s) of {sk[:15]}… in {app_name}",
+        static_summary=f"{row.strength} of {len(row.memory_ids)} item(s) of {row.subject_key[:15]}… in {row.app_name}",
     )
-    return FiledForget(row.request_id, sk, forget_workflow_id(row.request_id), row.tombstone_id)
+
+
+async def decide_forget(
+    client: Client, platform: Platform, settings: Settings, request_id: str, decided_by: str, *, approve: bool
+) -> ForgetRequestRow:
+    """A second person's decision on a staff-filed forget waiting for approval: approved, it starts; denied,
+    it ends ``denied`` and its sealed payload is dropped. ``NotApproved`` when the rules refuse it (the person
+    who filed it, a request not waiting)."""
+    store = platform.forget_requests
+    row = await asyncio.to_thread(store.get, request_id)
+    if row.state != "pending_approval":
+        raise NotApproved(f"this forget is {row.state}, not waiting for approval")
+    secret = platform.config.subject_secret
+    filed_by = await asyncio.to_thread(store.requested_by, request_id)
+    filer = actor_ref(secret, filed_by or "four_eyes")
+    await asyncio.to_thread(
+        platform.approvals.record,
+        request_id=request_id,
+        subject_key=row.subject_key,
+        kind="forget",
+        path="four_eyes",
+        decision="approved" if approve else "denied",
+        requested_by=filer,
+        decided_by=actor_ref(secret, decided_by),
+    )
+    if approve:
+        await asyncio.to_thread(store.set_state, request_id, "received")
+        await _start(client, settings, row)
+    else:
+        await asyncio.to_thread(store.set_state, request_id, "denied")
+        await asyncio.to_thread(store.close, request_id)
+    return await asyncio.to_thread(store.get, request_id)
 
 
 async def forget_result(client: Client, request_id: str) -> ForgetResult:

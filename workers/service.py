@@ -11,6 +11,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
+from stores.approvals import actor_ref
 from stores.errors import InvalidIdentifier
 from stores.identity import decode_hex_id, normalisation_variants, subject_key, validate_app_name, validate_id
 from stores.platform import Platform
@@ -126,6 +127,17 @@ async def file_request(
         platform.requests.merge_record(request_id, stores=[p.name for p in plan])
         if contact:
             platform.requests.set_contact(request_id, contact)
+        if approval is None:  # the CLI's single-person path: the operator holds the worker's own secrets
+            by = actor_ref(platform.config.subject_secret, requested_by or "cli")
+            platform.approvals.record(
+                request_id=request_id,
+                subject_key=sk,
+                kind="erasure",
+                path="single_person",
+                decision="approved",
+                requested_by=by,
+                decided_by=by,
+            )
     row = platform.requests.get(request_id)
     delay = settings.ingestion_delay if ingestion_delay_seconds is None else ingestion_delay_seconds
     await client.start_workflow(

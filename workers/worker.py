@@ -27,6 +27,7 @@ from temporalio.worker import (
 )
 
 from activities import support
+from activities.approval_gate import ApprovalInterceptor
 from activities.artifacts import ArtifactActivities
 from activities.expiry import ExpiryActivities
 from activities.fence import FenceActivities
@@ -137,7 +138,7 @@ def build_worker(
         activity_executor=ThreadPoolExecutor(max_workers=16, thread_name_prefix="erasure-activity"),
         max_concurrent_activities=16,
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
-        interceptors=[GracefulShutdown()],
+        interceptors=[ApprovalInterceptor(platform.approvals), GracefulShutdown()],
         # flush heartbeat details within a second, so a crash loses at most one batch of progress
         max_heartbeat_throttle_interval=timedelta(seconds=1),
         default_heartbeat_throttle_interval=timedelta(seconds=1),

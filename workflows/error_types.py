@@ -11,6 +11,9 @@ VERIFICATION_FAILED = "VerificationFailed"
 RECORD_INVALID = "RecordInvalid"
 #: item forgetting: a legal hold on the subject refuses a destructive forget (raised non-retryable)
 LEGAL_HOLD = "LegalHoldActive"
+#: the worker's approval gate: no valid approval recorded for the request, or the activity was called from a
+#: workflow that is not the request's own (raised non-retryable by the gate)
+NOT_APPROVED = "NotApproved"
 
 NON_RETRYABLE = (
     INVALID_IDENTIFIER,

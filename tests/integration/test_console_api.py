@@ -73,6 +73,8 @@ ALLOWED: dict[tuple[str, str], set[str] | None] = {
     ("POST", "/api/forget/preview"): {"requester"},  # item forgetting (issue 16)
     ("POST", "/api/forget"): {"requester"},
     ("GET", "/api/forget/{request_id}"): {"requester", "approver", "auditor", "admin"},
+    ("POST", "/api/forget/{request_id}/approve"): {"approver"},  # staff forgets that delete: four eyes
+    ("POST", "/api/forget/{request_id}/deny"): {"approver"},
 }
 
 
@@ -225,7 +227,7 @@ async def test_four_eyes_nothing_runs_before_approval_and_a_refused_approval_wri
     mine = await api.http.get(f"/api/requests/{request_id}", headers=api.bearer("rita@compliance.example", "requester"))
     assert mine.status_code == 200
     actions = [e["action"] for e in mine.json()["audit"]]
-    assert actions == ["filed", "extended", "approved", "receipt_downloaded"]
+    assert actions == ["filed", "decision_refused", "extended", "approved", "receipt_downloaded"]  # refusals audited
     someone_else = await api.http.get(
         f"/api/requests/{request_id}", headers=api.bearer("sam@compliance.example", "requester")
     )
@@ -829,6 +831,16 @@ async def test_item_forgetting_from_the_console_previews_files_and_audits(api: A
     )
     assert filed.status_code == 201, filed.text
     request_id = filed.json()["request_id"]
+    assert filed.json()["state"] == "pending_approval"  # staff-filed and it deletes: a second person first
+    await asyncio.sleep(1)
+    assert home[0] in {str(i) for i, _s in platform.memory_store.rows_of(APP, user)}  # nothing deleted yet
+    for who in (api.bearer("rita@compliance.example", "requester", "approver"), rita):
+        own = await api.http.post(f"/api/forget/{request_id}/approve", headers=who)
+        assert own.status_code in (403, 409), own.text  # not their own, whatever roles they hold
+    approved = await api.http.post(
+        f"/api/forget/{request_id}/approve", headers=api.bearer("amir@compliance.example", "approver")
+    )
+    assert approved.status_code == 200, approved.text
     from workers.forget_service import forget_result
 
     result = await asyncio.wait_for(forget_result(api.saga.client, request_id), 120)
@@ -839,7 +851,8 @@ async def test_item_forgetting_from_the_console_previews_files_and_audits(api: A
     assert other.status_code == 404  # a requester sees their own only
     assert not any("live in Pune" in r for r in await recall(platform, APP, user, "where do I live"))
     entries = [e for e in api.app.state.console.audit.entries(None, 5000) if e.action.startswith("forget_")]
-    assert [e.action for e in entries[-2:]] == ["forget_previewed", "forget_filed"]
+    actions = [e.action for e in entries]
+    assert actions[-4:] == ["forget_previewed", "forget_filed", "forget_decision_refused", "forget_approved"]
     assert user not in json.dumps([dataclasses.asdict(e) for e in entries], default=str)
 
 
@@ -870,6 +883,11 @@ async def test_the_forget_page_previews_then_files_only_the_chosen_items(api: Ap
         filed = await rita.http.post("/forget/confirm", data={**form, "memory_id": home, "strength": "forget"})
         assert filed.status_code == 303, filed.text
         request_id = filed.headers["location"].rsplit("/", 1)[1]
+        assert platform.forget_requests.get(request_id).state == "pending_approval"
+        approved = await api.http.post(
+            f"/api/forget/{request_id}/approve", headers=api.bearer("amir@compliance.example", "approver")
+        )
+        assert approved.status_code == 200, approved.text
         from workers.forget_service import forget_result
 
         assert (await asyncio.wait_for(forget_result(api.saga.client, request_id), 120)).status == "completed"
@@ -879,6 +897,43 @@ async def test_the_forget_page_previews_then_files_only_the_chosen_items(api: Ap
         assert any("Pune office" in r for r in await recall(platform, APP, user, "Pune office"))
     finally:
         await rita.close()
+
+
+async def _raw_request(app: FastAPI, method: str, raw_path: str, cookie: str) -> int:
+    """One request with its path exactly as given (httpx would normalise dot segments away before sending,
+    as browsers do; an attacker's own client need not): the status the console answers."""
+    from urllib.parse import unquote
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": unquote(raw_path),
+        "raw_path": raw_path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"127.0.0.1:8088"), (b"cookie", cookie.encode()), (b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 8088),
+    }
+    sent = False
+    statuses: list[int] = []
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if sent:
+            await asyncio.sleep(3600)
+        sent = True
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            statuses.append(message["status"])
+
+    await app(scope, receive, send)
+    return statuses[0]
 
 
 async def test_temporal_ui_through_the_console_is_read_only(api: Api) -> None:
@@ -894,6 +949,12 @@ async def test_temporal_ui_through_the_console_is_read_only(api: Api) -> None:
         assert (await amir.http.put(base, json={})).status_code == 405
         query = await amir.http.post(base + "/query/progress", json={})
         assert query.status_code == 502  # allowed through; the test has no UI server behind it
+        # issue 27: a query path walked back to the start call with dot segments, plain or encoded, is
+        # refused before forwarding (it was forwarded as ``POST .../workflows/<id>``, Temporal's start)
+        cookie = "; ".join(f"{k}={v}" for k, v in amir.http.cookies.items())
+        for walk in ("/query/..", "/query/../", "/query/%2e%2e", "/query/.%2E", "/query/x%2f..%2f..", "/query/.."):
+            status = await _raw_request(api.app, "POST", base + walk, cookie)
+            assert status == 400, (walk, status)  # refused before forwarding (a forwarded one answers 502)
     finally:
         await amir.close()
 
@@ -954,6 +1015,16 @@ async def test_an_approval_sent_with_the_start_is_judged_not_refused(api: Api) -
         APP, target, approval=ApprovalPolicy(actor_ref(secret, "rita@compliance.example"))
     )
     handle = api.saga.client.get_workflow_handle(workflow_id(filed_request.request_id))
+    # what the console records before it sends the update: the worker runs nothing without it
+    api.saga.platform.approvals.record(
+        request_id=filed_request.request_id,
+        subject_key=filed_request.subject_key,
+        kind="erasure",
+        path="four_eyes",
+        decision="approved",
+        requested_by=actor_ref(secret, "rita@compliance.example"),
+        decided_by=actor_ref(secret, "amir@compliance.example"),
+    )
     early = asyncio.ensure_future(
         handle.execute_update(ErasureWorkflow.approve, Decision(actor_ref(secret, "amir@compliance.example")))
     )

@@ -114,6 +114,7 @@ async def test_forget_where_i_live_with_confirmation_in_a_runner_conversation(sa
             spans=spans,
             state_keys=keys,
             about=about,
+            path="data_subject",  # the user's own confirmation through the tool: no staff approval
         )
         filed.append(done.request_id)
         return done.request_id

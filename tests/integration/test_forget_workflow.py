@@ -291,6 +291,15 @@ async def test_a_forget_that_fails_for_good_ends_failed_and_drops_its_payload(sa
     rows = platform.memory_store.rows_of(APP, user)
     ids = [str(r[0]) for r in rows][:1]
     row = platform.forget_requests.create(wrong, APP, "forget", ids, ForgetPayload(user, ["I live in Pune"]))
+    platform.approvals.record(  # approved (the gate lets it through): the activities' own check is what fails
+        request_id=row.request_id,
+        subject_key=wrong,
+        kind="forget",
+        path="single_person",
+        decision="approved",
+        requested_by="act_test",
+        decided_by="act_test",
+    )
     handle = await saga.client.start_workflow(
         FORGET_WORKFLOW,
         ForgetInput(row.request_id, wrong, APP, "forget", ids),
