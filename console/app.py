@@ -42,7 +42,7 @@ from console.audit import AuditLog
 from console.identity import Principal, actor_ref
 from console.intake import KetchDeleteRequest, csv_rows, ketch_due, ketch_error, ketch_identity, ketch_response
 from console.oidc import InvalidToken, OidcVerifier
-from console.tokens import TokenError, TokenStore
+from console.tokens import MINTABLE, TokenError, TokenStore
 from stores.approvals import Decision as ApprovalDecision
 from stores.errors import NotApproved, RequestNotFound
 from stores.identity import derived_key
@@ -266,11 +266,11 @@ async def file_one(
         reason=reason,
         requested_by=p.subject,
         due=due,
-        approval=ApprovalPolicy(actor_ref(console.actor_secret, p.subject), console.waiting_seconds),
+        approval=ApprovalPolicy(actor_ref(console.actor_secret, p.human), console.waiting_seconds),
         contact=contact,
     )
     if not filed.attached:
-        console.audit.append(p.subject, "filed", filed.request_id, {"subject_key": filed.subject_key})
+        console.audit.append(p.actor, "filed", filed.request_id, {"subject_key": filed.subject_key})
     return filed
 
 
@@ -284,8 +284,9 @@ async def decide(
     the record), a cancellation after the workflow took it (a cancellation it refused, the saga already
     under way, must not stop the saga half-way)."""
     row = _row(console, request_id, p)
-    _reason, filer = console.platform.requests.requested(row)
-    me = actor_ref(console.actor_secret, p.subject)
+    _reason, filed_by = console.platform.requests.requested(row)
+    filer = await asyncio.to_thread(console.tokens.person_of, filed_by or "")
+    me = actor_ref(console.actor_secret, p.human)  # the person, whichever of their tokens they use
     record = functools.partial(
         console.platform.approvals.record,
         request_id=row.request_id,
@@ -304,12 +305,12 @@ async def decide(
                 raise HTTPException(409, str(exc)) from None
         decision = await _update(console, request_id, update, Decision(me))
     except HTTPException as exc:
-        console.audit.append(p.subject, "decision_refused", request_id, {"action": action, "reason": exc.detail})
+        console.audit.append(p.actor, "decision_refused", request_id, {"action": action, "reason": exc.detail})
         raise
     if action == "cancelled":
         with contextlib.suppress(NotApproved):  # nothing approved yet: the workflow's cancellation is enough
             await asyncio.to_thread(record)
-    console.audit.append(p.subject, action, request_id, {"reason": reason})
+    console.audit.append(p.actor, action, request_id, {"reason": reason})
     return {"decision": decision}
 
 
@@ -336,7 +337,7 @@ async def open_receipt(console: Console, request_id: str, p: Principal) -> Opene
         valid, why = True, ""
     except Exception as exc:  # any failure to verify is a receipt that is not valid
         body, valid, why = None, False, type(exc).__name__
-    console.audit.append(p.subject, "receipt_downloaded", request_id, {"signature_valid": valid})
+    console.audit.append(p.actor, "receipt_downloaded", request_id, {"signature_valid": valid})
     return OpenedReceipt(document, valid, why, body)
 
 
@@ -350,7 +351,7 @@ async def change_hold(console: Console, request_id: str, p: Principal, reason: s
         changed = requests.release_hold(row.subject_key, reason, p.subject)
     if changed:
         action = "hold_placed" if place else "hold_released"
-        console.audit.append(p.subject, action, request_id, {"subject_key": row.subject_key, "reason": reason})
+        console.audit.append(p.actor, action, request_id, {"subject_key": row.subject_key, "reason": reason})
         await signal_hold_change(console.client, console.platform, row.subject_key)
     return changed
 
@@ -502,7 +503,7 @@ def create_app(console: Console) -> FastAPI:
         _row(console, request_id, p)
         due = await _update(console, request_id, ErasureWorkflow.extend_due, DueExtension(actor(p), body.days))
         detail = {"days": body.days, "reason": body.reason, "due_at": due}
-        console.audit.append(p.subject, "extended", request_id, detail)
+        console.audit.append(p.actor, "extended", request_id, detail)
         return {"due_at": due}
 
     @app.get("/api/requests/{request_id}/receipt")
@@ -533,10 +534,10 @@ def create_app(console: Console) -> FastAPI:
     @app.post("/api/tokens", status_code=201)
     async def create_token(body: NewToken, p: Tokens) -> dict[str, Any]:
         try:
-            info, token = console.tokens.create(body.name, body.roles, p.subject)
+            info, token = console.tokens.create(body.name, body.roles, p.human, allowed=MINTABLE)
         except TokenError as exc:
             raise HTTPException(422, str(exc)) from None
-        console.audit.append(p.subject, "token_created", None, {"token_id": info.token_id, "roles": info.roles})
+        console.audit.append(p.actor, "token_created", None, {"token_id": info.token_id, "roles": info.roles})
         return {**_token(info), "token": token}
 
     @app.delete("/api/tokens/{token_id}")
@@ -545,7 +546,7 @@ def create_app(console: Console) -> FastAPI:
             info = console.tokens.revoke(token_id)
         except TokenError as exc:
             raise HTTPException(404, str(exc)) from None
-        console.audit.append(p.subject, "token_revoked", None, {"token_id": token_id})
+        console.audit.append(p.actor, "token_revoked", None, {"token_id": token_id})
         return _token(info)
 
     from console.forget_routes import add_forget_routes

@@ -55,7 +55,7 @@ async def previewed(console: Console, p: Principal, app_name: str, user_id: str,
     except RequestRefused as exc:
         raise HTTPException(422, str(exc)) from None
     key = subject_key(console.platform.config.subject_secret, app_name, user_id)
-    console.audit.append(p.subject, "forget_previewed", None, {"subject_key": key})
+    console.audit.append(p.actor, "forget_previewed", None, {"subject_key": key})
     return found
 
 
@@ -82,7 +82,7 @@ async def filed_forget(console: Console, p: Principal, body: ForgetBody) -> File
     except RequestRefused as exc:
         raise HTTPException(422, str(exc)) from None
     detail = {"subject_key": filed.subject_key, "strength": body.strength}
-    console.audit.append(p.subject, "forget_filed", filed.request_id, detail)
+    console.audit.append(p.actor, "forget_filed", filed.request_id, detail)
     return filed
 
 
@@ -93,13 +93,19 @@ async def decided_forget(console: Console, p: Principal, request_id: str, *, app
     forget_row(console, p, request_id)
     try:
         row = await decide_forget(
-            console.client, console.platform, console.settings, request_id, p.subject, approve=approve
+            console.client,
+            console.platform,
+            console.settings,
+            request_id,
+            p.human,
+            approve=approve,
+            person_of=console.tokens.person_of,
         )
     except NotApproved as exc:
-        console.audit.append(p.subject, "forget_decision_refused", request_id, {"reason": str(exc)})
+        console.audit.append(p.actor, "forget_decision_refused", request_id, {"reason": str(exc)})
         raise HTTPException(409, str(exc)) from None
     action = "forget_approved" if approve else "forget_denied"
-    console.audit.append(p.subject, action, request_id, {"subject_key": row.subject_key})
+    console.audit.append(p.actor, action, request_id, {"subject_key": row.subject_key})
     return {"request_id": row.request_id, "state": row.state}
 
 

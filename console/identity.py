@@ -17,6 +17,18 @@ class Principal:
     roles: frozenset[str]
     via: str  # "oidc" or "token"
     name: str = ""
+    #: the person behind it: the ``sub`` itself for a login, the person who minted it for an API token
+    person: str = ""
 
     def has(self, role: str) -> bool:
         return role in self.roles
+
+    @property
+    def actor(self) -> str:
+        """How the audit log names who acted: the person, and the token when one was used."""
+        return f"{self.person} via {self.subject}" if self.person and self.person != self.subject else self.subject
+
+    @property
+    def human(self) -> str:
+        """Who decides, for four eyes: a token acts for the person who minted it, never as someone new."""
+        return self.person or self.subject

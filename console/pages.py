@@ -40,7 +40,7 @@ from console.app import (
 )
 from console.identity import ROLES, Principal
 from console.oidc import InvalidToken
-from console.tokens import TokenError
+from console.tokens import MINTABLE, TokenError
 from stores.requests import ACTIVE_STATES, FINAL_STATES
 from workers.service import RequestRefused
 from workflows.erasure import ErasureWorkflow
@@ -370,8 +370,8 @@ def add_pages(app: FastAPI, client_id: str, redirect_uri: str) -> None:
         _check_csrf(request, csrf)
         console = _console(request)
         try:
-            info, token = console.tokens.create(name, [role], p.subject)
+            info, token = console.tokens.create(name, [role], p.human, allowed=MINTABLE)
         except TokenError as exc:
             return _page(request, "tokens.html", p, tokens=console.tokens.list(), roles=ROLES, message=str(exc))
-        console.audit.append(p.subject, "token_created", None, {"token_id": info.token_id, "roles": info.roles})
+        console.audit.append(p.actor, "token_created", None, {"token_id": info.token_id, "roles": info.roles})
         return _page(request, "tokens.html", p, tokens=console.tokens.list(), roles=ROLES, new_token=token)

@@ -65,6 +65,8 @@ def forwardable(method: str, raw_path: str) -> str | None:
         if method == allowed_method and pattern.match(raw_path):
             return raw_path
     return None
+
+
 _HOP_BY_HOP = frozenset(
     {
         "connection",

@@ -2,6 +2,11 @@
 
 A token reads ``et_<token id>_<secret>``; the database holds ``sha256(token)`` only, so a copy of the table
 lets nobody call the API. Lookups are by the hash's unique index.
+
+A token acts for the person who minted it (``Principal.person``): four eyes compares people, so an admin
+who mints a requester token and an approver token still cannot file and approve alone. The roles that
+decide or govern (``approver``, ``admin``) are never minted into a token from the console
+(``MINTABLE``): an approval is a person's signed-in decision, and an admin cannot grant themselves a role.
 """
 
 from __future__ import annotations
@@ -14,6 +19,9 @@ from datetime import UTC, datetime
 from psycopg_pool import ConnectionPool
 
 from console.identity import ROLES, Principal
+
+#: roles a token may carry when minted from the console (the CLI's operator may mint any)
+MINTABLE = frozenset({"requester", "auditor"})
 
 
 class TokenError(ValueError):
@@ -38,11 +46,20 @@ class TokenStore:
     def __init__(self, pool: ConnectionPool) -> None:
         self._pool = pool
 
-    def create(self, name: str, roles: list[str], created_by: str) -> tuple[TokenInfo, str]:
-        """A new token: its record and the token itself (shown once, never stored)."""
+    def create(
+        self, name: str, roles: list[str], created_by: str, *, allowed: frozenset[str] = frozenset(ROLES)
+    ) -> tuple[TokenInfo, str]:
+        """A new token: its record and the token itself (shown once, never stored). ``allowed``: the roles
+        this caller may mint (the console passes ``MINTABLE``)."""
         unknown = sorted(set(roles) - set(ROLES))
         if unknown or not roles:
             raise TokenError(f"roles must be some of {', '.join(ROLES)} (got {', '.join(unknown) or 'none'})")
+        refused = sorted(set(roles) - allowed)
+        if refused:
+            raise TokenError(
+                f"a token cannot carry {', '.join(refused)}: approvals and administration are a person's, "
+                "signed in (tokens may carry " + ", ".join(sorted(allowed)) + ")"
+            )
         if not name.strip() or len(name) > 100:
             raise TokenError("a token needs a name of 1-100 characters")
         token_id = secrets.token_hex(6)
@@ -61,12 +78,22 @@ class TokenStore:
             return None
         with self._pool.connection() as conn:
             row = conn.execute(
-                "SELECT token_id, name, roles FROM api_tokens WHERE token_hash = %s AND revoked_at IS NULL",
+                "SELECT token_id, name, roles, created_by FROM api_tokens WHERE token_hash = %s AND revoked_at IS NULL",
                 (_hash(token),),
             ).fetchone()
         if row is None:
             return None
-        return Principal(f"token:{row[0]}", frozenset(row[2]), "token", str(row[1]))
+        return Principal(f"token:{row[0]}", frozenset(row[2]), "token", str(row[1]), person=str(row[3]))
+
+    def person_of(self, subject: str) -> str:
+        """The person behind a principal's subject: the minter of a token (``token:<id>``), else itself."""
+        if not subject.startswith("token:"):
+            return subject
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT created_by FROM api_tokens WHERE token_id = %s", (subject.removeprefix("token:"),)
+            ).fetchone()
+        return str(row[0]) if row else subject
 
     def list(self) -> list[TokenInfo]:
         with self._pool.connection() as conn:

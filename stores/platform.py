@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from psycopg_pool import ConnectionPool
 
 from stores.adk_schema import sqlalchemy_url
+from stores.approvals import ApprovalStore
 from stores.artifacts import ArtifactEraser
 from stores.aws_clients import AwsEndpoints, kms_client, s3_client
 from stores.forget_requests import ForgetRequestStore
@@ -21,7 +22,6 @@ from stores.memory import MemoryEraser, MemoryStore
 from stores.memory_lifecycle import Caps
 from stores.memory_states import MemoryStates
 from stores.pool_check import RecentlyUsedCheck
-from stores.approvals import ApprovalStore
 from stores.requests import RequestStore
 from stores.sessions import SessionStore
 from stores.tombstones import TombstoneLedger

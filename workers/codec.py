@@ -5,8 +5,8 @@ before it leaves the process, so Temporal's history holds only ciphertext. The c
 strictly: a payload that is not ours (plain JSON sent by ``temporal workflow start``, Temporal UI's start or
 signal form, a forged input) is refused (``PlaintextPayload``), so nobody without the payload key can hand a
 workflow an input, a signal or an update; the workflow task fails with that reason and no step runs. The
-codec endpoints for Temporal UI decode leniently (a clear payload is shown as it is) and never encode. Used together with
-``DefaultFailureConverterWithEncodedAttributes``, which moves error messages and stack traces into an
+codec endpoints for Temporal UI decode leniently (a clear payload is shown as it is) and never encode.
+Used together with ``DefaultFailureConverterWithEncodedAttributes``, which moves error messages and stack traces into an
 encoded (thus encrypted) payload. Operators decode for Temporal UI through ``erasure codec-server``.
 """
 

@@ -8,7 +8,7 @@ request store and starts ``ForgetWorkflow`` with ids, keys and counts only.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from temporalio.client import Client
@@ -133,7 +133,14 @@ async def _start(client: Client, settings: Settings, row: ForgetRequestRow) -> N
 
 
 async def decide_forget(
-    client: Client, platform: Platform, settings: Settings, request_id: str, decided_by: str, *, approve: bool
+    client: Client,
+    platform: Platform,
+    settings: Settings,
+    request_id: str,
+    decided_by: str,
+    *,
+    approve: bool,
+    person_of: Callable[[str], str] = str,
 ) -> ForgetRequestRow:
     """A second person's decision on a staff-filed forget waiting for approval: approved, it starts; denied,
     it ends ``denied`` and its sealed payload is dropped. ``NotApproved`` when the rules refuse it (the person
@@ -144,7 +151,7 @@ async def decide_forget(
         raise NotApproved(f"this forget is {row.state}, not waiting for approval")
     secret = platform.config.subject_secret
     filed_by = await asyncio.to_thread(store.requested_by, request_id)
-    filer = actor_ref(secret, filed_by or "four_eyes")
+    filer = actor_ref(secret, await asyncio.to_thread(person_of, filed_by) if filed_by else "four_eyes")
     await asyncio.to_thread(
         platform.approvals.record,
         request_id=request_id,

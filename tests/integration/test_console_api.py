@@ -303,9 +303,43 @@ async def test_api_tokens_are_stored_hashed_and_revocable(api: Api) -> None:
     assert me.json()["roles"] == ["requester"]
     bad_role = await api.http.post("/api/tokens", json={"name": "x", "roles": ["root"]}, headers=admin)
     assert bad_role.status_code == 422
+    for governing in (["approver"], ["admin"], ["requester", "approver"]):  # an admin grants no one a role
+        refused = await api.http.post("/api/tokens", json={"name": "x", "roles": governing}, headers=admin)
+        assert refused.status_code == 422, governing
+        assert "a person's" in refused.text
+    entry = next(e for e in reversed(api.app.state.console.audit.entries(None, 5000)) if e.action == "token_created")
+    assert entry.actor == "ada@ops.example"
     revoked = await api.http.delete(f"/api/tokens/{made.json()['token_id']}", headers=admin)
     assert revoked.status_code == 200
     assert (await api.http.get("/api/me", headers={"Authorization": f"Bearer {token}"})).status_code == 401
+
+
+async def test_two_tokens_minted_by_one_person_cannot_file_and_approve(api: Api) -> None:
+    """Issue 27: an admin minted a requester and an approver token and filed and approved alone. A token acts
+    for the person who minted it: four eyes compares people, and the audit names the person."""
+    tokens = api.app.state.console.tokens
+    _info, filing = tokens.create("bridge", ["requester"], "ada@ops.example")  # the CLI's operator path
+    _info, deciding = tokens.create("approving", ["approver"], "ada@ops.example")
+    target = user_ids(1, 2731, prefix="console")[0]
+    await api.saga.seed(APP, [target])
+    filed = await api.http.post(
+        "/api/requests", json={"app_name": APP, "user_id": target}, headers={"Authorization": f"Bearer {filing}"}
+    )
+    assert filed.status_code == 201, filed.text
+    request_id = filed.json()["request_id"]
+    await api.wait_for_state(request_id, "pending_approval")
+    for same_person in ({"Authorization": f"Bearer {deciding}"}, api.bearer("ada@ops.example", "approver")):
+        refused = await api.http.post(f"/api/requests/{request_id}/approve", headers=same_person)
+        assert refused.status_code == 409, refused.text
+        assert "four eyes" in refused.json()["detail"]
+    assert api.saga.platform.approvals.get(request_id) is None  # nothing recorded: nothing may run
+    actors = {e.actor for e in api.app.state.console.audit.entries(request_id)}
+    assert any(a.startswith("ada@ops.example via token:") for a in actors)  # the person, and the token
+    someone_else = await api.http.post(
+        f"/api/requests/{request_id}/approve", headers=api.bearer("amir@compliance.example", "approver")
+    )
+    assert someone_else.status_code == 200, someone_else.text
+    assert (await api.saga.result(request_id)).status == "completed"
 
 
 async def test_jwt_validation_and_key_rotation(api: Api) -> None:
