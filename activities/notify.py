@@ -29,6 +29,7 @@ import structlog
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from stores.outbound import CALLBACK_HEADERS, OutboundRefused, check_destination
 from stores.platform import Platform
 from workflows.contracts import Activities, StateEvent, SubjectNotice
 
@@ -97,9 +98,21 @@ class NotifyActivities:
                 continue
             url = key.split("#", 1)[0]
             host = urlsplit(url).netloc
+            if url not in config.webhook_urls:  # a forwarded request's callback: checked again right before
+                try:
+                    check_destination(url, config.callback_allowlist)
+                except OutboundRefused as exc:
+                    log.warning("callback_refused", request_id=event.request_id, reason=str(exc))
+                    told.append(key)  # never sent, never retried: counted as dealt with
+                    continue
+                headers = {k: v for k, v in headers.items() if k.lower() in CALLBACK_HEADERS}
             try:
                 reply = httpx.post(
-                    url, content=content, headers={"Content-Type": "application/json", **headers}, timeout=10.0
+                    url,
+                    content=content,
+                    headers={"Content-Type": "application/json", **headers},
+                    timeout=10.0,
+                    follow_redirects=False,
                 )
             except httpx.HTTPError as exc:
                 raise ApplicationError(f"webhook {host} not reached ({type(exc).__name__})") from None

@@ -46,6 +46,7 @@ from console.tokens import MINTABLE, TokenError, TokenStore
 from stores.approvals import Decision as ApprovalDecision
 from stores.errors import NotApproved, RequestNotFound
 from stores.identity import derived_key
+from stores.outbound import check_callback
 from stores.platform import Platform
 from stores.requests import ACTIVE_STATES, ErasureRequestRow
 from workers.service import (
@@ -456,6 +457,8 @@ def create_app(console: Console) -> FastAPI:
     async def intake_ketch(body: KetchDeleteRequest, p: Files) -> JSONResponse:
         """A Ketch forwarder ``DeleteRequest`` (``dsr/v1``); answers a ``DeleteResponse`` or an ``Error``."""
         try:
+            for callback in body.request.callbacks:  # before anything is filed: only where configured
+                check_callback(callback.url, callback.headers, console.platform.config.callback_allowlist)
             user_id = ketch_identity(body, console.intake_identity_space)
             contact = body.request.subject.email
             filed = await file_one(

@@ -59,6 +59,8 @@ class PlatformConfig:
     s3_filer_url: str | None = None  # its filer: a marker through the deletion queue; None: a fixed wait
     webhook_urls: tuple[str, ...] = ()  # console-filed requests: signed webhooks on every state change
     webhook_secret: bytes = b""
+    #: where a forwarded request's status callbacks may go (``stores.outbound``); empty: nowhere
+    callback_allowlist: tuple[str, ...] = ()
     smtp_url: str | None = None  # the data subject's notice on completion; None: not sent
     mail_from: str = "privacy@localhost"
     memory_caps: Caps = field(default_factory=Caps)  # per-user caps the memory service enforces by eviction

@@ -62,6 +62,8 @@ def make_test_settings(state_dir: Path, **overrides: str) -> Settings:
         # and the benchmark measure erasure, not eviction; eviction's own tests set their caps
         "ERASURE_MEMORY_MAX_RECORDS": "1000000",
         "ERASURE_MEMORY_MAX_TOKENS": "100000000",
+        # the tests' own receivers listen on loopback: named as an address, so callbacks may reach them
+        "ERASURE_CALLBACK_ALLOWED_URLS": "http://127.0.0.1",
     }
     env.update(overrides)
     return Settings.from_env(env)

@@ -271,6 +271,12 @@ class Settings(BaseSettings):
         default="",
         description="Comma-separated URLs told of every state change of a console-filed request (signed JSON).",
     )
+    callback_allowed_urls: str = Field(
+        default="",
+        description="Comma-separated URL prefixes a forwarded request's status callbacks may target (scheme, "
+        "host, the port if named, a path prefix). Empty: forwarded requests with callbacks are refused. A "
+        "name resolving to a private or link-local address is refused unless the entry names that address.",
+    )
     webhook_secret: SecretStr = Field(
         default=SecretStr(""), description="HMAC-SHA256 key of the webhook signature (X-Erasure-Signature)."
     )

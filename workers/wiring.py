@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from stores.aws_clients import AwsEndpoints
 from stores.memory_lifecycle import Caps
+from stores.outbound import parse_allowlist
 from stores.platform import Platform, PlatformConfig
 from workers.errors import ConfigError
 from workers.local_secrets import Secrets, load_secrets
@@ -58,6 +59,7 @@ def platform_config(settings: Settings, secrets: Secrets | None = None, **overri
         s3_filer_url=settings.s3_compaction_filer,
         webhook_urls=tuple(u.strip() for u in settings.webhook_urls.split(",") if u.strip()),
         webhook_secret=settings.webhook_secret.get_secret_value().encode(),
+        callback_allowlist=parse_allowlist(settings.callback_allowed_urls),
         smtp_url=settings.smtp_url.get_secret_value() or None,
         mail_from=settings.mail_from,
         memory_caps=Caps(settings.memory_max_records, settings.memory_max_tokens),

@@ -532,6 +532,19 @@ async def test_a_forwarded_ketch_delete_request_is_filed_told_back_and_deduplica
                 "dueTimestamp": 2000000000,
             },
         }
+        # issue 27 (SSRF): callbacks only where ERASURE_CALLBACK_ALLOWED_URLS allows, with a fixed header set;
+        # a refused one files nothing (the tests allow http://127.0.0.1 only)
+        requests_before = len(api.saga.platform.requests.list_requests(limit=10000))
+        for callbacks in (
+            [{"url": f"http://localhost:{receiver.port}/hook", "headers": {}}],  # a name, not the address
+            [{"url": "http://169.254.169.254/latest/meta-data/", "headers": {}}],
+            [{"url": f"http://127.0.0.1:{receiver.port}/hook", "headers": {"Metadata-Flavor": "Google"}}],
+        ):
+            sneaky = {**forwarded, "request": {**forwarded["request"], "callbacks": callbacks}}
+            refused_cb = await api.http.post("/api/intake/ketch", json=sneaky, headers=ketch)
+            assert refused_cb.status_code == 400, (callbacks, refused_cb.text)
+            assert refused_cb.json()["kind"] == "Error"
+        assert len(api.saga.platform.requests.list_requests(limit=10000)) == requests_before
         reply = await api.http.post("/api/intake/ketch", json=forwarded, headers=ketch)
         assert reply.status_code == 200, reply.text
         answer = reply.json()
