@@ -144,7 +144,11 @@ class RequestActivities(PlatformActivities):
         """Final state, erasure ledger entry, and the raw user id forgotten (idempotent)."""
         completed = datetime.fromisoformat(inp.completed_at)
         requests = self.platform.requests
-        requests.set_state(inp.request_id, inp.status, completed)
+        found = requests.record(inp.request_id).found_at_start
+        state = inp.status
+        if state == "completed" and found is not None and not any(found.values()):
+            state = "nothing_found"  # said in words: the platform held nothing for this id, nothing was erased
+        requests.set_state(inp.request_id, state, completed)
         if inp.status != "completed":  # the subject's notice is sent for a completed erasure only
             requests.forget_contact(inp.request_id)
         if inp.status != "failed":

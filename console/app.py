@@ -52,6 +52,7 @@ from stores.requests import ACTIVE_STATES, ErasureRequestRow
 from workers.service import (
     RequestRefused,
     days_left,
+    exact_user_id,
     file_request,
     progress,
     running_stages,
@@ -178,7 +179,15 @@ Tokens = Annotated[Principal, Depends(require("tokens:manage"))]
 
 class NewRequest(BaseModel):
     app_name: str = Field(min_length=1, max_length=128)
-    user_id: str = Field(min_length=1, max_length=256, description="the data subject's id, exactly as stored")
+    user_id: str | None = Field(
+        default=None, min_length=1, max_length=256, description="the data subject's id, exactly as stored"
+    )
+    user_id_hex: str | None = Field(
+        default=None,
+        min_length=2,
+        max_length=1024,
+        description="the id's UTF-8 bytes in hex, for an id that truly starts or ends with whitespace",
+    )
     reason: str | None = Field(default=None, max_length=500)
     due: str | None = Field(default=None, description="YYYY-MM-DD; default: the legal deadline")
     contact_email: str | None = Field(
@@ -256,8 +265,11 @@ async def file_one(
     reason: str | None,
     due: str | None,
     contact: str | None,
+    user_id_hex: str | None = None,
 ) -> Any:
-    """File one request for approval by someone other than ``p`` (audited when it is new)."""
+    """File one request for approval by someone other than ``p`` (audited when it is new); the id goes
+    through the one intake validator (``exact_user_id``) first."""
+    user_id = exact_user_id(user_id, user_id_hex)
     filed = await file_request(
         console.client,
         console.platform,
@@ -411,7 +423,16 @@ def create_app(console: Console) -> FastAPI:
     @app.post("/api/requests", status_code=201)
     async def new_request(body: NewRequest, p: Files) -> dict[str, Any]:
         try:
-            filed = await file_one(console, p, body.app_name, body.user_id, body.reason, body.due, body.contact_email)
+            filed = await file_one(
+                console,
+                p,
+                body.app_name,
+                body.user_id or "",
+                body.reason,
+                body.due,
+                body.contact_email,
+                body.user_id_hex,
+            )
         except RequestRefused as exc:
             raise HTTPException(422, str(exc)) from None
         return {
@@ -423,8 +444,9 @@ def create_app(console: Console) -> FastAPI:
 
     @app.post("/api/requests/bulk")
     async def bulk(request: Request, p: Files) -> dict[str, Any]:
-        """``text/csv`` with ``app_name`` and ``user_id`` columns (``reason``, ``contact_email``, ``due``
-        optional): each row filed on its own; per line, filed, attached or refused (never the user id)."""
+        """``text/csv`` with ``app_name`` and ``user_id`` (or ``user_id_hex``) columns (``reason``,
+        ``contact_email``, ``due`` optional): each row filed on its own; per line, filed, attached or refused
+        (never the user id)."""
         try:
             rows = csv_rows((await request.body()).decode("utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:
@@ -440,10 +462,11 @@ def create_app(console: Console) -> FastAPI:
                     console,
                     p,
                     row["app_name"],
-                    row["user_id"],
+                    row.get("user_id", ""),
                     row.get("reason") or None,
                     row.get("due") or None,
                     contact,
+                    row.get("user_id_hex") or None,
                 )
             except RequestRefused as exc:
                 results.append({"line": line, "result": "refused", "reason": str(exc)})

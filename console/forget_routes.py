@@ -22,7 +22,7 @@ from stores.forget_requests import ForgetRequestRow
 from stores.forget_resolution import Preview
 from stores.identity import subject_key
 from workers.forget_service import FiledForget
-from workers.service import RequestRefused
+from workers.service import RequestRefused, exact_user_id
 
 Files = Annotated[Principal, Depends(require("requests:file"))]
 Decides = Annotated[Principal, Depends(require("requests:decide"))]
@@ -51,6 +51,7 @@ async def previewed(console: Console, p: Principal, app_name: str, user_id: str,
     from workers.forget_service import preview
 
     try:
+        user_id = exact_user_id(user_id, None)
         found = await asyncio.to_thread(preview, console.platform, app_name, user_id, about)
     except RequestRefused as exc:
         raise HTTPException(422, str(exc)) from None
@@ -69,7 +70,7 @@ async def filed_forget(console: Console, p: Principal, body: ForgetBody) -> File
             console.platform,
             console.settings,
             app_name=body.app_name,
-            user_id=body.user_id,
+            user_id=exact_user_id(body.user_id, None),
             strength=body.strength,
             memory_ids=body.memory_ids,
             spans=body.spans,

@@ -106,9 +106,12 @@ def ketch_response(metadata: KetchMetadata, request_id: str, due_at: datetime) -
 def csv_rows(text: str) -> list[dict[str, str]]:
     """The rows of a bulk upload; ``ValueError`` when the header lacks a required column or it is too long."""
     reader = csv.DictReader(io.StringIO(text))
-    missing = {"app_name", "user_id"} - set(reader.fieldnames or [])
+    names = set(reader.fieldnames or [])
+    missing = {"app_name", "user_id"} - names
+    if missing == {"user_id"} and "user_id_hex" in names:
+        missing = set()
     if missing:
-        raise ValueError(f"the header row must name {', '.join(sorted(missing))}")
+        raise ValueError(f"the header row must name {', '.join(sorted(missing))} (or user_id_hex)")
     rows = []
     for row in reader:
         rows.append({k: (v or "") for k, v in row.items() if k})

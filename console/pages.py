@@ -217,10 +217,13 @@ def add_pages(app: FastAPI, client_id: str, redirect_uri: str) -> None:
         user_id: Annotated[str, Form()] = "",
         reason: Annotated[str, Form()] = "",
         contact_email: Annotated[str, Form()] = "",
+        user_id_hex: Annotated[str, Form()] = "",
     ) -> Response:
         _check_csrf(request, csrf)
         try:
-            filed = await file_one(_console(request), p, app_name, user_id, reason or None, None, contact_email or None)
+            filed = await file_one(
+                _console(request), p, app_name, user_id, reason or None, None, contact_email or None, user_id_hex
+            )
         except RequestRefused as exc:
             return _page(request, "new_request.html", p, message=f"Not filed: {exc}")
         return RedirectResponse(f"/requests/{filed.request_id}", status_code=303)
@@ -244,7 +247,7 @@ def add_pages(app: FastAPI, client_id: str, redirect_uri: str) -> None:
             can_hold="admin" in p.roles,
             hold=console.platform.requests.active_hold(row.subject_key),
             can_cancel=bool(p.roles & {"requester", "approver"}),
-            receipt_ready=row.state in ("completed", "verification_failed") and view["receipt"],
+            receipt_ready=row.state in ("completed", "nothing_found", "verification_failed") and view["receipt"],
         )
 
     async def _progress_view(request: Request, request_id: str, p: Principal) -> dict[str, Any]:
@@ -257,7 +260,8 @@ def add_pages(app: FastAPI, client_id: str, redirect_uri: str) -> None:
         row = _row(console, request_id, p)
         found = await progress(console.client, request_id)
         steps = [asdict(s) for s in found.steps] if found else []
-        receipt = row.state in ("completed", "verification_failed") and load_receipt(console.platform, request_id)
+        finished = row.state in ("completed", "nothing_found", "verification_failed")
+        receipt = finished and load_receipt(console.platform, request_id)
         return {"state": row.state, "steps": steps, "receipt": bool(receipt)}
 
     @app.get("/requests/{request_id}/progress.json", include_in_schema=False)

@@ -30,7 +30,7 @@ from stores.request_record import LateSweepNote, RequestRecord
 ACTIVE_STATES = ("received", "pending_approval", "approved", "running", "on_hold")
 _SEALED_TEXT = "sealed:v1:"
 _TEXT_AAD = b"free-text\x00"
-FINAL_STATES = ("completed", "verification_failed", "failed", "refused", "denied", "cancelled")
+FINAL_STATES = ("completed", "nothing_found", "verification_failed", "failed", "refused", "denied", "cancelled")
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,13 @@ def receipt_key(request_id: str) -> str:
     return f"receipts/{request_id}.json"
 
 
+def outcome(status: str, subject_found: bool) -> str:
+    """What the receipt says happened, in words a reader needs no manual for."""
+    if status == "completed":
+        return "erased" if subject_found else "nothing_found: the platform held no data for this id; nothing erased"
+    return status
+
+
 class ReceiptActivities(PlatformActivities):
     def __init__(self, platform: Platform, signing_seed: bytes) -> None:
         super().__init__(platform)
@@ -58,6 +65,8 @@ class ReceiptActivities(PlatformActivities):
             "due_met": completed <= row.due_at,
             "steps": [{"name": s.name, "state": s.state, "counts": dict(s.counts)} for s in inp.steps],
             "subject_found": any((record.found_at_start or {}).values()),
+            # in words: a completed request for an id the platform held nothing for erased nothing
+            "outcome": outcome(inp.status, any((record.found_at_start or {}).values())),
             "found_at_start": dict(record.found_at_start or {}),
             "derived_rows_removed": list(record.derived_removed or []),
             "second_sweep": dict(record.second_sweep or {}),

@@ -63,15 +63,27 @@ def parse_due(value: str | None, received: datetime, settings: Settings) -> date
 
 
 def exact_user_id(user: str | None, user_hex: str | None) -> str:
-    """The user id as given (``--user``) or from its UTF-8 bytes in hex (``--user-hex``), exactly."""
+    """The one identity validator of every intake path (the CLI, the console's form and API, a bulk CSV, a
+    forwarded request): the user id as typed (``--user``, ``user_id``) or from its UTF-8 bytes in hex
+    (``--user-hex``, ``user_id_hex``), exactly. Typed, it may not start or end with whitespace: a form, a
+    shell or a CSV cell adds such spaces by mistake, and identity is exact, so the request would erase a
+    subject who does not exist while the real one keeps every row. An id that truly has them is given in
+    hex, which says so on purpose."""
+    user = user or None
+    user_hex = user_hex or None
     if (user is None) == (user_hex is None):
-        raise RequestRefused("give the user id with exactly one of --user and --user-hex")
+        raise RequestRefused("give the user id with exactly one of --user and --user-hex (user_id, user_id_hex)")
     if user_hex is not None:
         try:
             return decode_hex_id(user_hex)
         except InvalidIdentifier as exc:
             raise RequestRefused(str(exc)) from None
     assert user is not None
+    if user != user.strip():
+        raise RequestRefused(
+            "the user id starts or ends with whitespace, which forms and CSV cells add by mistake; if the stored "
+            "id truly has it, give the id in hex (--user-hex, user_id_hex)"
+        )
     return user
 
 

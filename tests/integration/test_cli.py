@@ -168,6 +168,11 @@ async def test_ids_adk_stores_are_erased_exactly_and_nothing_found_is_explicit(
     assert code == 0, err
     assert (await saga.result(out.split()[1])).status == "completed"
     assert saga.receipt_body(out.split()[1])["subject_found"] is True
+    assert saga.receipt_body(out.split()[1])["outcome"] == "erased"
+    assert saga.platform.requests.get(out.split()[1]).state == "completed"
+    code, _out, err = await cli(saga, temporal_env, "request", "--app", app, "--user", " " + newer)
+    assert code == 2  # typed with a stray space: refused, nothing filed (the hex form says it on purpose)
+    assert "in hex" in err
 
     code, out, err = await cli(saga, temporal_env, "request", "--app", app, "--user", "nobody-81@example.org")
     assert code == 0, err
@@ -175,6 +180,8 @@ async def test_ids_adk_stores_are_erased_exactly_and_nothing_found_is_explicit(
     assert (await saga.result(request_id)).status == "completed"
     body = saga.receipt_body(request_id)
     assert body["subject_found"] is False
+    assert body["outcome"].startswith("nothing_found")  # issue 27: said in words
+    assert saga.platform.requests.get(request_id).state == "nothing_found"
     assert set(body["found_at_start"].values()) == {0}
     code, out, _ = await cli(saga, temporal_env, "status", request_id)
     assert "NOTHING FOUND" in out

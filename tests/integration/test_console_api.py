@@ -586,12 +586,13 @@ async def test_a_csv_upload_files_each_row_and_reports_each_line(api: Api) -> No
     users = user_ids(2, 606, prefix="console")
     await api.saga.seed(APP, users)
     rows = [
-        "app_name,user_id,reason,contact_email",
-        f"{APP},{users[0]},ticket 1,",
-        f"{APP},{users[1]},ticket 2,not-an-address",
-        f"no-such-app,{users[1]},ticket 3,",
-        f"{APP}, {users[1]},ticket 4,",  # a leading space: another subject, never trimmed into users[1]
-        f"{APP},{users[0]},ticket 5,",  # the same subject again: attached
+        "app_name,user_id,reason,contact_email,user_id_hex",
+        f"{APP},{users[0]},ticket 1,,",
+        f"{APP},{users[1]},ticket 2,not-an-address,",
+        f"no-such-app,{users[1]},ticket 3,,",
+        f"{APP}, {users[1]},ticket 4,,",  # a stray leading space (issue 27): refused, never a subject of its own
+        f"{APP},{users[0]},ticket 5,,",  # the same subject again: attached
+        f"{APP},,ticket 6,,{(' ' + users[1]).encode().hex()}",  # the space on purpose: in hex, another subject
     ]
     reply = await api.http.post(
         "/api/requests/bulk",
@@ -600,11 +601,13 @@ async def test_a_csv_upload_files_each_row_and_reports_each_line(api: Api) -> No
     )
     assert reply.status_code == 200, reply.text
     report = reply.json()
-    assert (report["rows"], report["filed"], report["attached"], report["refused"]) == (5, 2, 1, 2)
-    assert [r["result"] for r in report["results"]] == ["filed", "refused", "refused", "filed", "attached"]
-    spaced = api.saga.platform.requests.get(report["results"][3]["request_id"])
+    assert (report["rows"], report["filed"], report["attached"], report["refused"]) == (6, 2, 1, 3)
+    results = [r["result"] for r in report["results"]]
+    assert results == ["filed", "refused", "refused", "refused", "attached", "filed"]
+    assert "in hex" in report["results"][3]["reason"]
+    spaced = api.saga.platform.requests.get(report["results"][5]["request_id"])
     assert spaced.subject_key == subject_key(api.saga.platform.config.subject_secret, APP, " " + users[1])
-    assert [r["line"] for r in report["results"]] == [2, 3, 4, 5, 6]
+    assert [r["line"] for r in report["results"]] == [2, 3, 4, 5, 6, 7]
     assert report["results"][0]["request_id"] == report["results"][4]["request_id"]
     assert all(u not in reply.text for u in users)  # no user id echoed
     missing = await api.http.post(
