@@ -8,7 +8,7 @@ the worker decides whether its activities may run, from what it reads itself, ne
   subject and kind (``stores.approvals.ApprovalStore.require``), and only for the request's own workflow.
 - ``BOUND`` activities read, notify or record a state the workflow reached before approval (pending,
   denied, cancelled): they run only for the request's own workflow (ids ``erasure-<id>``, ``forget-<id>``,
-  ``verify-<id>-...``, ``reverify-<id>-...``), so a workflow started under another id cannot move a real
+  ``verify-<id>-...``, ``reverify-<id>[-...]``), so a workflow started under another id cannot move a real
   request's state.
 - ``PLATFORM`` activities belong to platform jobs that name no request and act only on what the platform's
   own books select (the ledger of finished erasures, the retention policy, re-sealing).
@@ -87,9 +87,8 @@ def own_workflow(workflow_id: str | None, request_id: str) -> bool:
     """Whether ``workflow_id`` is one of the request's own workflows (the server sets it, not the input)."""
     if not workflow_id or not request_id:
         return False
-    return workflow_id in (f"erasure-{request_id}", forget_workflow_id(request_id)) or workflow_id.startswith(
-        (f"verify-{request_id}-", f"reverify-{request_id}-")
-    )
+    exact = (f"erasure-{request_id}", forget_workflow_id(request_id), f"reverify-{request_id}")
+    return workflow_id in exact or workflow_id.startswith((f"verify-{request_id}-", f"reverify-{request_id}-"))
 
 
 def refusal(reason: str) -> ApplicationError:

@@ -234,7 +234,7 @@ class Bench:
         result = await self.client.execute_workflow(
             VERIFIER_WORKFLOW,
             reverify_input(row),
-            id=f"bench-reverify-{row.request_id}",
+            id=f"reverify-{row.request_id}-bench",  # a verifier of the request's own (the approval gate)
             task_queue=self.settings.task_queue,
             result_type=VerifyResult,
         )
