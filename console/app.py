@@ -42,6 +42,7 @@ from console.audit import AuditLog
 from console.identity import Principal, actor_ref
 from console.intake import KetchDeleteRequest, csv_rows, ketch_due, ketch_error, ketch_identity, ketch_response
 from console.oidc import InvalidToken, OidcVerifier
+from console.sessions import SessionStore
 from console.tokens import MINTABLE, TokenError, TokenStore
 from stores.approvals import Decision as ApprovalDecision
 from stores.errors import NotApproved, RequestNotFound
@@ -101,6 +102,11 @@ class Console:
     codec_origins: frozenset[str] = frozenset()  # browser origins allowed to call /codec/decode
     temporal_ui_upstream: str | None = None  # a Temporal UI (public path /temporal) proxied behind the login
     cross_site_cookie: bool = False  # SameSite=None session cookie (a Temporal UI on another site decodes)
+    sessions: SessionStore | None = None  # server-side page sessions (logout ends them); None: from the pool
+
+    def __post_init__(self) -> None:
+        if self.sessions is None:
+            self.sessions = SessionStore(self.platform.pool)
 
 
 # ----- authentication and permissions -------------------------------------------------------------------

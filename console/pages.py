@@ -11,12 +11,12 @@ request's page is a small script polling that page's JSON view; everything works
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
 import secrets
-import time
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode
@@ -54,10 +54,13 @@ class LoginRequired(Exception):
 
 
 def session_principal(request: Request) -> Principal | None:
-    data = request.session.get("principal")
-    if not data or data.get("exp", 0) < time.time():
+    """Who the page session is: the cookie names a server-side session (``console.sessions``), ended by
+    logout; an unknown, ended or expired one is nobody."""
+    session_id = request.session.get("sid")
+    sessions = _console(request).sessions
+    if not isinstance(session_id, str) or sessions is None:
         return None
-    return Principal(data["sub"], frozenset(data["roles"]), "oidc", data.get("name", ""))
+    return sessions.principal(session_id)
 
 
 def require_page(permission: str) -> Any:
@@ -175,19 +178,23 @@ def add_pages(app: FastAPI, client_id: str, redirect_uri: str) -> None:
             principal = oidc.verify(str(tokens.get("access_token", "")))
         except InvalidToken as exc:
             raise HTTPException(401, f"the login's token is not valid: {exc}") from None
-        expires = time.time() + min(int(tokens.get("expires_in", 3600)), 8 * 3600)
-        request.session["principal"] = {
-            "sub": principal.subject,
-            "roles": sorted(principal.roles),
-            "name": principal.name,
-            "exp": expires,
-        }
+        lifetime = timedelta(seconds=min(int(tokens.get("expires_in", 3600)), 8 * 3600))
+        sessions = _console(request).sessions
+        assert sessions is not None
         back = str(request.session.pop("next", "/"))
+        request.session.clear()  # a new session id and a new CSRF token at every login
+        request.session["sid"] = await asyncio.to_thread(sessions.start, principal, lifetime)
         safe = back.startswith("/") and not back.startswith("//") and "\\" not in back
         return RedirectResponse(back if safe else "/", status_code=303)
 
-    @app.get("/logout", include_in_schema=False)
-    async def logout(request: Request) -> Response:
+    @app.post("/logout", include_in_schema=False)
+    async def logout(request: Request, csrf: Annotated[str, Form()] = "") -> Response:
+        """End the session server-side (a copy of the cookie opens nothing afterwards), then forget it."""
+        _check_csrf(request, csrf)
+        session_id = request.session.get("sid")
+        sessions = _console(request).sessions
+        if isinstance(session_id, str) and sessions is not None:
+            await asyncio.to_thread(sessions.end, session_id)
         request.session.clear()
         return RedirectResponse("/login", status_code=303)
 

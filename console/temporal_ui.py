@@ -21,6 +21,7 @@ its own shows ciphertext. Two routes let the people the console trusts read it:
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Annotated, Any
@@ -92,7 +93,7 @@ def require_session_or_bearer(permission: str) -> Callable[..., Awaitable[Princi
     async def guard(request: Request, credentials: Bearer) -> Principal:
         principal: Principal | None = None
         if "session" in request.scope:
-            principal = session_principal(request)
+            principal = await asyncio.to_thread(session_principal, request)
         if principal is None:
             principal = authenticate(request, credentials)
         if not principal.roles & allowed:

@@ -689,8 +689,21 @@ async def test_people_log_in_with_pkce_file_approve_and_see_the_receipt_valid(ap
         assert "Signature valid" in receipt.text
         download = await amir.http.get(f"/requests/{request_id}/receipt.json")
         assert "attachment" in download.headers["content-disposition"]
-        await amir.http.get("/logout")
+        # issue 27: logout is a POST that ends the session server-side; the cookie replayed after it opens
+        # nothing (it stayed valid for up to 8 hours); the cookie holds no name or role in clear
+        copied = dict(amir.http.cookies.items())
+        assert "amir" not in json.dumps(copied) and "approver" not in base64_json(copied)
+        assert (await amir.http.get("/logout")).status_code == 405  # a GET (a link, an <img>) logs nobody out
+        assert (await amir.http.post("/logout", data={"csrf": "forged"})).status_code == 403
+        front = await amir.http.get("/")
+        out = await amir.http.post("/logout", data={"csrf": amir.csrf(front.text)})
+        assert out.status_code == 303
         assert (await amir.http.get("/")).status_code == 303
+        replay = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=api.app), base_url="http://127.0.0.1:8088", cookies=copied
+        )
+        async with replay:
+            assert (await replay.get(f"/requests/{request_id}")).status_code == 303  # to the login: ended
     finally:
         await rita.close()
         await amir.close()
@@ -947,6 +960,20 @@ async def test_the_forget_page_previews_then_files_only_the_chosen_items(api: Ap
         assert any("Pune office" in r for r in await recall(platform, APP, user, "Pune office"))
     finally:
         await rita.close()
+
+
+def base64_json(cookies: dict[str, str]) -> str:
+    """What a session cookie's payload says when decoded (Starlette's is base64 JSON before the signature)."""
+    import base64
+
+    out = []
+    for value in cookies.values():
+        head = value.split(".", 1)[0]
+        try:
+            out.append(base64.b64decode(head + "=" * (-len(head) % 4)).decode("utf-8", "replace"))
+        except ValueError:
+            continue
+    return " ".join(out)
 
 
 async def _raw_request(app: FastAPI, method: str, raw_path: str, cookie: str) -> int:
