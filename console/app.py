@@ -41,7 +41,7 @@ from temporalio.service import RPCError
 from console.audit import AuditLog
 from console.identity import Principal, actor_ref
 from console.intake import KetchDeleteRequest, csv_rows, ketch_due, ketch_error, ketch_identity, ketch_response
-from console.oidc import InvalidToken, OidcVerifier
+from console.oidc import IdpUnavailable, InvalidToken, OidcVerifier
 from console.sessions import SessionStore
 from console.tokens import MINTABLE, TokenError, TokenStore
 from stores.approvals import Decision as ApprovalDecision
@@ -138,6 +138,8 @@ def authenticate(
         return console.oidc.verify(credential)
     except InvalidToken as exc:
         raise HTTPException(401, str(exc), headers={"WWW-Authenticate": 'Bearer error="invalid_token"'}) from None
+    except IdpUnavailable as exc:  # never a 500, never stale keys: try again when the provider answers
+        raise HTTPException(503, str(exc), headers={"Retry-After": "30"}) from None
 
 
 def require(permission: str) -> Callable[..., Principal]:

@@ -39,7 +39,7 @@ from console.app import (
     open_receipt,
 )
 from console.identity import ROLES, Principal
-from console.oidc import InvalidToken
+from console.oidc import IdpUnavailable, InvalidToken
 from console.tokens import MINTABLE, TokenError
 from stores.requests import ACTIVE_STATES, FINAL_STATES
 from workers.service import RequestRefused
@@ -176,8 +176,13 @@ def add_pages(app: FastAPI, client_id: str, redirect_uri: str) -> None:
         tokens = reply.json()
         try:
             principal = oidc.verify(str(tokens.get("access_token", "")))
+            person = oidc.verify_id_token(str(tokens.get("id_token", "")), client_id, str(pending["nonce"]))
         except InvalidToken as exc:
             raise HTTPException(401, f"the login's token is not valid: {exc}") from None
+        except IdpUnavailable as exc:
+            raise HTTPException(503, str(exc)) from None
+        if person != principal.subject:
+            raise HTTPException(401, "the login's ID token and access token name different people")
         lifetime = timedelta(seconds=min(int(tokens.get("expires_in", 3600)), 8 * 3600))
         sessions = _console(request).sessions
         assert sessions is not None

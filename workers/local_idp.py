@@ -212,6 +212,7 @@ class LocalIdentityProvider:
             "client_id": params["client_id"],
             "redirect_uri": params["redirect_uri"],
             "challenge": params["code_challenge"],
+            "nonce": params.get("nonce", ""),
             "login": login,
             "expires": time.monotonic() + CODE_TTL_SECONDS,
         }
@@ -234,8 +235,17 @@ class LocalIdentityProvider:
             return JSONResponse({"error": "invalid_grant"}, status_code=400)
         login: Login = grant["login"]
         token = self.mint(login.username, list(login.roles), name=login.name, expires_in=TOKEN_TTL_SECONDS)
+        id_token = self.mint(  # for the client, with the login's nonce; never a bearer token
+            login.username,
+            [],
+            audience=grant["client_id"],
+            expires_in=TOKEN_TTL_SECONDS,
+            name=login.name,
+            nonce=grant["nonce"],
+            typ="ID",
+        )
         return JSONResponse(
-            {"access_token": token, "token_type": "Bearer", "expires_in": TOKEN_TTL_SECONDS, "id_token": token}
+            {"access_token": token, "token_type": "Bearer", "expires_in": TOKEN_TTL_SECONDS, "id_token": id_token}
         )
 
     def rotate(self, *, keep_old: bool = True) -> RSAKey:

@@ -365,6 +365,41 @@ async def test_jwt_validation_and_key_rotation(api: Api) -> None:
     assert console.oidc.fetches == fetched + 1  # a known key is served from the cache
 
 
+async def test_a_removed_key_stops_being_trusted_an_unreachable_idp_answers_503_and_id_tokens_are_refused(
+    api: Api,
+) -> None:
+    """Issue 27: a key removed from the JWKS stayed trusted until a token named an unknown kid; a failed fetch
+    answered 500; ID tokens were accepted as bearer tokens."""
+    oidc = api.app.state.console.oidc
+    saved = (oidc.max_age, oidc.refresh_interval, list(api.issuer.keys), oidc._http)
+    try:
+        oldkey = api.issuer.keys[0]
+        api.issuer.rotate(keep_old=True)
+        oidc.max_age, oidc.refresh_interval = 0.5, 0.0
+        signed_old = api.bearer("kim@x.example", "auditor", key=oldkey)
+        assert (await api.http.get("/api/me", headers=signed_old)).status_code == 200
+        api.issuer.keys = api.issuer.keys[:1]  # the provider dropped the old key
+        await asyncio.sleep(0.6)
+        assert (await api.http.get("/api/me", headers=signed_old)).status_code == 401  # within max_age
+
+        def down(_request: httpx.Request) -> httpx.Response:
+            raise httpx.ConnectError("identity provider down")
+
+        oidc._http = httpx.Client(transport=httpx.MockTransport(down))
+        await asyncio.sleep(0.6)
+        unavailable = await api.http.get("/api/me", headers=api.bearer("kim@x.example", "auditor"))
+        assert unavailable.status_code == 503  # not 500, and no stale keys
+        assert unavailable.headers.get("retry-after")
+        oidc._http = saved[3]
+        id_token = api.bearer("kim@x.example", "auditor", nonce="n-1", typ="ID")
+        refused = await api.http.get("/api/me", headers=id_token)
+        assert refused.status_code == 401
+        assert "ID token" in refused.json()["detail"]
+    finally:
+        oidc.max_age, oidc.refresh_interval, api.issuer.keys, oidc._http = saved
+        oidc._keys = None
+
+
 async def test_the_audit_chain_detects_an_edited_or_deleted_entry(api: Api) -> None:
     audit = api.app.state.console.audit
     for n in range(3):
