@@ -27,7 +27,7 @@ def build_console(settings: Settings, secrets: Secrets, platform: Platform, clie
         client=client,
         oidc=oidc,
         tokens=TokenStore(platform.pool),
-        audit=AuditLog(platform.pool),
+        audit=AuditLog.of(platform),
         actor_secret=secrets.subject_key_secret,
         receipt_public_key=signing_key(secrets.signing_key).public_key(),
         waiting_seconds=settings.approval_waiting_seconds,

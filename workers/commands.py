@@ -362,7 +362,7 @@ def _token_create(args: argparse.Namespace, settings: Settings) -> int:
             info, token = TokenStore(platform.pool).create(args.name, args.role, args.by)
         except TokenError as exc:
             raise ErasureCliError(str(exc)) from None
-        AuditLog(platform.pool).append(args.by, "token_created", None, {"token_id": info.token_id, "roles": info.roles})
+        AuditLog.of(platform).append(args.by, "token_created", None, {"token_id": info.token_id, "roles": info.roles})
     print(f"token {info.token_id} ({', '.join(info.roles)}): {token}")
     print("shown once: it is stored hashed")
     return 0
@@ -387,7 +387,7 @@ def _token_revoke(args: argparse.Namespace, settings: Settings) -> int:
             TokenStore(platform.pool).revoke(args.token_id)
         except TokenError as exc:
             raise ErasureCliError(str(exc)) from None
-        AuditLog(platform.pool).append(args.by, "token_revoked", None, {"token_id": args.token_id})
+        AuditLog.of(platform).append(args.by, "token_revoked", None, {"token_id": args.token_id})
     print(f"token {args.token_id} revoked")
     return 0
 
@@ -396,7 +396,7 @@ def _audit_verify(args: argparse.Namespace, settings: Settings) -> int:
     from console.audit import AuditLog
 
     with _platform(settings) as platform:
-        check = AuditLog(platform.pool).verify(args.head)
+        check = AuditLog.of(platform).verify(args.head)
     if check.ok:
         print(f"audit log intact: {check.entries} entries, head {check.head}")
         return 0

@@ -401,6 +401,11 @@ async def test_a_removed_key_stops_being_trusted_an_unreachable_idp_answers_503_
 
 
 async def test_the_audit_chain_detects_an_edited_or_deleted_entry(api: Api) -> None:
+    """Issue 27: an entry rewritten with SQL and its hashes recomputed passed, and so did a deleted tail. Now
+    the table refuses edits, entries are keyed (HMAC under a key the database does not hold) and the head is
+    anchored in the receipts bucket; an owner who turns the refusal off is still caught."""
+    from console.audit import entry_hash
+
     audit = api.app.state.console.audit
     for n in range(3):
         audit.append("tester@x.example", "token_created", None, {"token_id": f"t{n}"})
@@ -408,21 +413,56 @@ async def test_the_audit_chain_detects_an_edited_or_deleted_entry(api: Api) -> N
     assert check.ok, check
     pool = api.saga.platform.pool
     with pool.connection() as conn:
-        seq, detail = conn.execute("SELECT seq, detail FROM audit_log ORDER BY seq DESC LIMIT 1 OFFSET 1").fetchone()
+        seq, at, actor, action, rid, detail, prev, digest = conn.execute(
+            "SELECT seq, at, actor, action, request_id, detail, prev_hash, hash FROM audit_log "
+            "ORDER BY seq DESC LIMIT 1 OFFSET 1"
+        ).fetchone()
+    with pytest.raises(Exception, match="append-only"), pool.connection() as conn:
         conn.execute("UPDATE audit_log SET detail = %s WHERE seq = %s", ('{"token_id": "forged"}', seq))
-    edited = audit.verify()
-    assert not edited.ok
-    assert edited.first_bad_seq == seq
-    with pool.connection() as conn:
-        conn.execute("UPDATE audit_log SET detail = %s WHERE seq = %s", (Jsonb(detail), seq))
+    with pool.connection() as conn:  # the table's owner turns the trigger off and recomputes every hash after
+        conn.execute("ALTER TABLE audit_log DISABLE TRIGGER audit_log_append_only")
+        try:
+            forged = {"token_id": "forged"}
+            new_hash = entry_hash(prev, seq, at, actor, action, rid, forged)  # SHA-256: what an editor can compute
+            conn.execute("UPDATE audit_log SET detail = %s, hash = %s WHERE seq = %s", (Jsonb(forged), new_hash, seq))
+            nxt = conn.execute(
+                "SELECT seq, at, actor, action, request_id, detail, hash FROM audit_log WHERE seq = %s", (seq + 1,)
+            ).fetchone()
+            relinked = entry_hash(new_hash, nxt[0], nxt[1], nxt[2], nxt[3], nxt[4], nxt[5])
+            conn.execute("UPDATE audit_log SET prev_hash = %s, hash = %s WHERE seq = %s", (new_hash, relinked, seq + 1))
+            edited = audit.verify()
+            assert not edited.ok
+            assert edited.first_bad_seq == seq
+            conn.execute(  # put it back as it was
+                "UPDATE audit_log SET detail = %s, hash = %s WHERE seq = %s", (Jsonb(detail), digest, seq)
+            )
+            conn.execute("UPDATE audit_log SET prev_hash = %s, hash = %s WHERE seq = %s", (digest, nxt[6], seq + 1))
+        finally:
+            conn.execute("ALTER TABLE audit_log ENABLE TRIGGER audit_log_append_only")
     assert audit.verify().ok
-    with pool.connection() as conn:
-        conn.execute("DELETE FROM audit_log WHERE seq = %s", (seq,))
-    deleted = audit.verify()
-    assert not deleted.ok
-    assert deleted.first_bad_seq == seq + 1
-    reply = await api.http.get("/api/audit/verify", headers=api.bearer("olga@audit.example", "auditor"))
-    assert reply.json()["ok"] is False
+    last = audit.entries(None, 100000)[-1]
+    with pool.connection() as conn:  # the tail cut off: the chain is still whole, the anchor says otherwise
+        conn.execute("ALTER TABLE audit_log DISABLE TRIGGER audit_log_append_only")
+        try:
+            kept = conn.execute(
+                "SELECT seq, at, actor, action, request_id, detail, prev_hash, hash, mac_version FROM audit_log "
+                "WHERE seq = %s",
+                (last.seq,),
+            ).fetchone()
+            conn.execute("DELETE FROM audit_log WHERE seq = %s", (last.seq,))
+            cut = audit.verify()
+            assert not cut.ok
+            assert "entries removed" in cut.why
+            reply = await api.http.get("/api/audit/verify", headers=api.bearer("olga@audit.example", "auditor"))
+            assert reply.json()["ok"] is False
+            conn.execute(
+                "INSERT INTO audit_log (seq, at, actor, action, request_id, detail, prev_hash, hash, mac_version) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (*kept[:5], Jsonb(kept[5]), *kept[6:]),
+            )
+        finally:
+            conn.execute("ALTER TABLE audit_log ENABLE TRIGGER audit_log_append_only")
+    assert audit.verify().ok
 
 
 async def test_the_openapi_document_names_every_route_and_its_bearer_auth(api: Api) -> None:
