@@ -39,6 +39,7 @@ from temporalio.converter import PayloadCodec
 from temporalio.service import RPCError
 
 from console.audit import AuditLog
+from console.http_guards import BodyLimit, RateLimit, SecurityHeaders
 from console.identity import Principal, actor_ref
 from console.intake import KetchDeleteRequest, csv_rows, ketch_due, ketch_error, ketch_identity, ketch_response
 from console.oidc import IdpUnavailable, InvalidToken, OidcVerifier
@@ -78,7 +79,7 @@ PERMISSIONS: dict[str, frozenset[str]] = {
     "history:read": frozenset({"approver", "auditor", "admin"}),  # Temporal UI, decoded
 }
 PUBLIC_PATHS = frozenset({"/healthz", "/openapi.json", "/login", "/auth/callback", "/logout"})
-_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_EMAIL = re.compile(r"\A[^@\s]+@[^@\s]+\.[^@\s]+\Z")  # \Z: "$" would let a trailing newline through
 _GUARD = "__erasure_permission__"
 
 
@@ -201,7 +202,7 @@ class NewRequest(BaseModel):
     contact_email: str | None = Field(
         default=None,
         max_length=254,
-        pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$",
+        pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$",  # pydantic-core's regex: "$" is the end of the text
         description="where to tell the data subject the erasure is complete (sealed; deleted once sent)",
     )
 
@@ -607,6 +608,10 @@ def create_app(console: Console) -> FastAPI:
             max_age=8 * 3600,
         )
     app.add_middleware(CodecOrigins, allowed=console.codec_origins)
+    # outermost last: headers on every answer, then the rate and the size checked before anything else runs
+    app.add_middleware(SecurityHeaders)
+    app.add_middleware(RateLimit, per_minute=console.settings.console_rate_per_minute)
+    app.add_middleware(BodyLimit)
     assert_every_route_guarded(app)
     return app
 

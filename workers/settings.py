@@ -257,6 +257,12 @@ class Settings(BaseSettings):
         description="Where browsers reach the console (its login redirect URI). Empty: "
         "http://127.0.0.1:<ERASURE_SERVE_PORT>.",
     )
+    console_rate_per_minute: int = Field(
+        default=30,
+        ge=1,
+        le=100000,
+        description="Requests a minute one client address may send to the console's login and intake routes.",
+    )
     approval_waiting_seconds: int = Field(
         default=0,
         ge=0,

@@ -465,6 +465,33 @@ async def test_the_audit_chain_detects_an_edited_or_deleted_entry(api: Api) -> N
     assert audit.verify().ok
 
 
+async def test_bodies_are_limited_before_parsing_pages_cannot_be_framed_and_logins_are_rate_limited(
+    api: Api,
+) -> None:
+    """Issue 27: a 381 MB unauthenticated POST was parsed whole; pages had no CSP or frame-ancestors; nothing
+    limited the login or the intake."""
+    big = b'{"app_name": "x", "user_id": "' + b"a" * (2 * 1024 * 1024) + b'"}'
+    declared = await api.http.post("/api/requests", content=big, headers={"Content-Type": "application/json"})
+    assert declared.status_code == 413  # before authentication (it was a 401 after parsing all of it)
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for _ in range(64):
+            yield b"x" * 4096
+
+    chunked = await api.http.post("/api/intake/ketch", content=chunks(), headers={"Content-Type": "application/json"})
+    assert chunked.status_code == 413  # no Content-Length: cut off as it passes the limit
+    small = await api.http.post("/api/requests", json={"app_name": APP, "user_id": "x"})
+    assert small.status_code == 401  # within the limit: on to authentication as before
+
+    page = await api.http.get("/login", follow_redirects=False)
+    policy = page.headers.get("content-security-policy", "")
+    assert "frame-ancestors 'none'" in policy
+    assert page.headers.get("x-frame-options") == "DENY"
+    codes = [(await api.http.get("/login", follow_redirects=False)).status_code for _ in range(40)]
+    assert 429 in codes  # 30 a minute from one address by default
+    assert codes.index(429) >= 25
+
+
 async def test_the_openapi_document_names_every_route_and_its_bearer_auth(api: Api) -> None:
     doc = (await api.http.get("/openapi.json")).json()
     assert doc["openapi"].startswith("3.")
