@@ -77,6 +77,9 @@ PERMISSIONS: dict[str, frozenset[str]] = {
     "holds:manage": frozenset({"admin"}),
     "tokens:manage": frozenset({"admin"}),
     "history:read": frozenset({"approver", "auditor", "admin"}),  # Temporal UI, decoded
+    # a data subject's own words (memory text, state values) in a forget's preview: the approver who decides
+    # reads them; a requester files by description and sees which items matched, not what they say
+    "content:read": frozenset({"approver"}),
 }
 PUBLIC_PATHS = frozenset({"/healthz", "/openapi.json", "/login", "/auth/callback", "/logout"})
 _EMAIL = re.compile(r"\A[^@\s]+@[^@\s]+\.[^@\s]+\Z")  # \Z: "$" would let a trailing newline through

@@ -13,7 +13,7 @@ from fastapi import Depends, FastAPI, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from console.app import _console
-from console.forget_routes import ForgetBody, filed_forget, forget_row, previewed
+from console.forget_routes import ForgetBody, filed_forget, forget_row, may_read_content, previewed
 from console.identity import Principal
 from console.pages import _check_csrf, _page, require_page
 
@@ -41,7 +41,8 @@ def add_forget_pages(app: FastAPI) -> None:
             found = await previewed(_console(request), p, app_name, user_id, about)
         except HTTPException as exc:
             return form(request, p, app_name=app_name, about=about, message=f"Not previewed: {exc.detail}")
-        return form(request, p, app_name=app_name, user_id=user_id, about=about, preview=found)
+        shown = may_read_content(p)
+        return form(request, p, app_name=app_name, user_id=user_id, about=about, preview=found, content_shown=shown)
 
     @app.post("/forget/confirm", include_in_schema=False)
     async def forget_confirm_page(
@@ -64,7 +65,16 @@ def add_forget_pages(app: FastAPI) -> None:
         offered = {c.memory_id for c in found.candidates}
         if not chosen or not set(chosen) <= offered:
             message = "Not filed: choose one or more of the previewed items"
-            return form(request, p, app_name=app_name, user_id=user_id, about=about, preview=found, message=message)
+            return form(
+                request,
+                p,
+                app_name=app_name,
+                user_id=user_id,
+                about=about,
+                preview=found,
+                message=message,
+                content_shown=may_read_content(p),
+            )
         body = ForgetBody(
             app_name=app_name,
             user_id=user_id,

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from fastapi import Depends, FastAPI, HTTPException
 from pydantic import BaseModel, Field
 
-from console.app import Console, require
+from console.app import PERMISSIONS, Console, require
 from console.identity import Principal
 from stores.errors import NotApproved, RequestNotFound
 from stores.forget_requests import ForgetRequestRow
@@ -110,6 +110,10 @@ async def decided_forget(console: Console, p: Principal, request_id: str, *, app
     return {"request_id": row.request_id, "state": row.state}
 
 
+def may_read_content(p: Principal) -> bool:
+    return bool(p.roles & PERMISSIONS["content:read"])
+
+
 def forget_row(console: Console, p: Principal, request_id: str) -> ForgetRequestRow:
     """The forget request (404 when missing, or not a requester's own)."""
     store = console.platform.forget_requests
@@ -128,23 +132,25 @@ def add_forget_routes(app: FastAPI, console: Console) -> None:
     async def forget_preview(body: ForgetPreviewBody, p: Files) -> dict[str, Any]:
         """What the description resolves to among the user's items; changes nothing."""
         found = await previewed(console, p, body.app_name, body.user_id, body.about)
+        reads = may_read_content(p)  # the user's own words only for the roles that may read them
         return {
             "candidates": [
                 {
                     "memory_id": c.memory_id,
                     "kind": c.kind,
                     "written": c.written,
-                    "text": c.text,
+                    "text": c.text if reads else None,
                     "matched": c.matched,
                     "hidden": c.hidden,
                 }
                 for c in found.candidates
             ],
-            "state_keys": [{"key": s.key, "value": s.value} for s in found.state_keys],
+            "state_keys": [{"key": s.key, "value": s.value if reads else None} for s in found.state_keys],
             "derived": found.derived,
-            "others_holding": found.others_holding,
+            "content_shown": reads,
+            # never how many items other users hold: that tells a requester about people they did not name
             "warnings": found.warnings,
-            "spans": found.spans([c.memory_id for c in found.candidates]),
+            "spans": found.spans([c.memory_id for c in found.candidates]) if reads else [],
         }
 
     @app.post("/api/forget", status_code=201)

@@ -234,9 +234,8 @@ def resolve(
             "(a loose description can catch unrelated items)"
         )
     holders = int(others[0]) if others else 0
-    if holders:
-        shown = f"{holders}+" if holders >= OTHERS_CAP else str(holders)
-        warnings.append(f"{shown} items of other users hold these words too: they are never touched")
+    # how many items of other users hold the words is kept for the platform's own checks, never shown: a
+    # preview (to staff, or to the user through the agent) must say nothing about people it did not name
     if not candidates and not states:
         warnings.append("nothing stored matches the description")
     return Preview(words, candidates, states, int(derived[0]) if derived else 0, holders, warnings)

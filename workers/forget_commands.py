@@ -2,8 +2,8 @@
 
 ``erasure forget --app A --user U --about "where I live"`` previews (changes nothing): the user's items the
 description resolves to through the recall path, numbered, with why each matched, matching ``user:`` state,
-summaries that go with them and warnings (several candidates; other users' items holding the same words,
-never touched). Acting needs ``--confirm`` and the chosen ids (``--memory``; with ``--about`` alone only
+summaries that go with them and warnings (several candidates; nothing is said of other users' items).
+Acting needs ``--confirm`` and the chosen ids (``--memory``; with ``--about`` alone only
 when exactly one item matched). ``--strength suppress`` hides instead (reversible with ``unsuppress``);
 ``--session SID --confirm`` erases one whole session.
 """

@@ -987,7 +987,16 @@ async def test_item_forgetting_from_the_console_previews_files_and_audits(api: A
     )
     assert shown.status_code == 200, shown.text
     preview = shown.json()
-    home = [c["memory_id"] for c in preview["candidates"] if "live in Pune" in c["text"]]
+    # issue 27: a requester sees which items matched, never their words, nor anything of other users
+    assert [c["text"] for c in preview["candidates"]] == [None, None]
+    assert preview["content_shown"] is False
+    assert "others_holding" not in preview
+    assert not any("other users" in w for w in preview["warnings"])
+    both = api.bearer("rita@compliance.example", "requester", "approver")  # a role that may read them
+    read = await api.http.post(
+        "/api/forget/preview", json={"app_name": APP, "user_id": user, "about": "the Pune address"}, headers=both
+    )
+    home = [c["memory_id"] for c in read.json()["candidates"] if "live in Pune" in c["text"]]
     assert len(home) == 1
     assert len(preview["candidates"]) == 2  # the office shows up: the person chooses
     filed = await api.http.post(
@@ -1037,8 +1046,10 @@ async def test_the_forget_page_previews_then_files_only_the_chosen_items(api: Ap
         form = {"csrf": rita.csrf(page.text), "app_name": APP, "user_id": user, "about": "the Pune address"}
         shown = await rita.http.post("/forget/preview", data=form)
         assert shown.status_code == 200
-        assert "live in Pune" in shown.text
-        assert "Pune office" in shown.text
+        assert "live in Pune" not in shown.text  # issue 27: the words are the approver's to read
+        assert "Pune office" not in shown.text
+        assert shown.text.count('name="memory_id"') == 2
+        assert 'id="content-withheld"' in shown.text
         home = next(
             c.id
             for c in platform.memory_store.search(APP, user, "I live in Pune near the river")
