@@ -116,6 +116,55 @@ def _page(request: Request, name: str, principal: Principal | None, **context: A
     )
 
 
+def _outcome(console: Any, request_id: str) -> dict[str, Any] | None:
+    """What happened, per store, from the signed receipt (only when its signature verifies): what was done,
+    the step's counts, and each verification phase's result for that store's check."""
+    from verifier.receipt import verify
+    from verifier.receipt_activity import load_receipt
+
+    document = load_receipt(console.platform, request_id)
+    if document is None:
+        return None
+    try:
+        body = verify(document, console.receipt_public_key)
+    except Exception:  # a receipt that does not verify shows nothing as fact
+        return {"valid": False, "stores": [], "outcome": ""}
+    checks: dict[str, list[str]] = {}
+    for phase in body.get("verifications", []):
+        for check in phase.get("checks", []):
+            verdict = "passed" if check.get("passed") else "FAILED"
+            checks.setdefault(str(check.get("check")), []).append(f"{phase.get('phase')}: {verdict}")
+    stores = [
+        {
+            "store": d.get("store"),
+            "what": d.get("what"),
+            "counts": ", ".join(f"{k} {v}" for k, v in sorted((d.get("counts") or {}).items())) or "none",
+            "checks": "; ".join(checks.get(str(d.get("store")), [])) or "not checked",
+        }
+        for d in body.get("dispositions", [])
+    ]
+    return {"valid": True, "stores": stores, "outcome": str(body.get("outcome", body.get("status", "")))}
+
+
+DASHBOARD_ROWS = 5000
+
+
+def dashboard(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a compliance officer looks at first: requests by state, the open ones past their due date and
+    those due within seven days (of the requests this person may see)."""
+    by_state: dict[str, int] = {}
+    for r in rows:
+        by_state[r["state"]] = by_state.get(r["state"], 0) + 1
+    open_ = [r for r in rows if r.get("days_left") is not None]
+    return {
+        "by_state": sorted(by_state.items()),
+        "overdue": sum(1 for r in open_ if r["days_left"] < 0),
+        "due_this_week": sum(1 for r in open_ if 0 <= r["days_left"] <= 7),
+        "open": len(open_),
+        "capped": len(rows) >= DASHBOARD_ROWS,
+    }
+
+
 def _challenge(verifier: str) -> str:
     return base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
 
@@ -212,8 +261,17 @@ def add_pages(app: FastAPI, client_id: str, redirect_uri: str) -> None:
         except ValueError:
             raise HTTPException(422, "due_before must be a date (YYYY-MM-DD)") from None
         rows = await listed(_console(request), p, state or None, stage or None, due, 200)
+        everything = await listed(_console(request), p, None, None, None, DASHBOARD_ROWS)
         return _page(
-            request, "requests.html", p, rows=rows, states=STATES, state=state, stage=stage, due_before=due_before
+            request,
+            "requests.html",
+            p,
+            rows=rows,
+            states=STATES,
+            state=state,
+            stage=stage,
+            due_before=due_before,
+            dashboard=dashboard(everything),
         )
 
     @app.get("/requests/new", include_in_schema=False)
@@ -245,10 +303,12 @@ def add_pages(app: FastAPI, client_id: str, redirect_uri: str) -> None:
         console = _console(request)
         row = _row(console, request_id, p)
         view = await _progress_view(request, request_id, p)
+        outcome = await asyncio.to_thread(_outcome, console, request_id) if view["receipt"] else None
         return _page(
             request,
             "request.html",
             p,
+            outcome=outcome,
             r=_summary(console, row),
             steps=view["steps"],
             audit=[

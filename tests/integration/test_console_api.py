@@ -16,6 +16,7 @@ import datetime
 import hashlib
 import hmac
 import json
+import re
 import threading
 import time
 import uuid
@@ -770,6 +771,10 @@ async def test_people_log_in_with_pkce_file_approve_and_see_the_receipt_valid(ap
         assert filed.status_code == 303
         request_id = filed.headers["location"].rsplit("/", 1)[1]
         await api.wait_for_state(request_id, "pending_approval")
+        front = await rita.http.get("/")  # issue 27: the dashboard (a requester's own requests)
+        assert 'id="dashboard"' in front.text
+        assert re.search(r'id="open-count">[1-9]', front.text)
+        assert "pending_approval: " in front.text
         mine = await rita.http.get(f"/requests/{request_id}")
         assert "pending_approval" in mine.text
         assert "Approve" not in mine.text  # no decision buttons for a requester
@@ -789,6 +794,11 @@ async def test_people_log_in_with_pkce_file_approve_and_see_the_receipt_valid(ap
         receipt = await amir.http.get(f"/requests/{request_id}/receipt")
         assert receipt.status_code == 200
         assert "Signature valid" in receipt.text
+        finished = await amir.http.get(f"/requests/{request_id}")  # issue 27: what happened, from the receipt
+        assert 'id="per-store"' in finished.text
+        assert "Outcome: erased" in finished.text
+        assert "<td>memory</td>" in finished.text
+        assert "final: passed" in finished.text
         download = await amir.http.get(f"/requests/{request_id}/receipt.json")
         assert "attachment" in download.headers["content-disposition"]
         # issue 27: logout is a POST that ends the session server-side; the cookie replayed after it opens
