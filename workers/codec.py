@@ -35,6 +35,13 @@ class EncryptionCodec(PayloadCodec):
         self._key_id = self.key_id(key)
         self._ciphers = {self.key_id(k): AESGCM(k) for k in (key, *old_keys)}
 
+    def lenient(self) -> EncryptionCodec:
+        """The same keys, decoding clear payloads as they are (for reading a whole history: its search
+        attributes and the SDK's patch markers are never encrypted)."""
+        copy = EncryptionCodec.__new__(EncryptionCodec)
+        copy._strict, copy._key_id, copy._ciphers = False, self._key_id, self._ciphers
+        return copy
+
     @staticmethod
     def key_id(key: bytes) -> str:
         return hashlib.sha256(b"erasure-payload-key\x00" + key).hexdigest()[:16]

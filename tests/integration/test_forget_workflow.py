@@ -64,7 +64,6 @@ async def test_forget_the_pune_address_through_the_workflow(saga: SagaHarness) -
     assert any("choose" in w for w in found.warnings)
     assert found.others_holding >= 1  # counted for the platform, never shown (issue 27)
     assert not any("other users" in w for w in found.warnings)
-    assert any("other users" in w for w in found.warnings)
     before_other = snapshot(platform, APP, [other])
 
     chosen = [c.memory_id for c in found.candidates if "live in Pune" in c.text]
