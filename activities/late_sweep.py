@@ -32,6 +32,9 @@ class LateSweepActivities(PlatformActivities):
         entry = self.platform.ledger.entry(inp.request_id)
         if entry is None:
             return SweepFinding(inp.request_id, "", {})
+        if self.platform.requests.active_hold(entry.subject_key) is not None:  # a hold wins, right before the work
+            log.info("late_sweep_held", subject_key=entry.subject_key, request_id=entry.request_id)
+            return SweepFinding(entry.request_id, entry.subject_key, {}, held=True)
         counts = sweep_erased_subject(self.platform, entry)
         malformed = counts.pop(MALFORMED_LOG_LINES, 0)  # others' bad lines, kept: reported, not a finding
         if malformed:

@@ -10,15 +10,16 @@ from typing import Any
 import structlog
 from temporalio import activity
 
-from activities.support import PlatformActivities, count, translate_errors
+from activities.support import PlatformActivities, count, non_retryable, translate_errors
 from stores import tombstone_journal as journal
 from stores.adk_seal import RowSealer
 from stores.embedding import tokens
 from stores.errors import CiphertextInvalid, DataKeyShredded
 from stores.identity import session_ref, token_digest
-from stores.presence import presence
+from stores.presence import flattened, presence_by_store, unplanned_stores
 from stores.redaction import sensitive
 from stores.request_record import CiphertextSample
+from workflows import error_types
 from workflows.contracts import Activities, BeginResult, DueChange, FinishInput, HoldStatus, StateChange, StepInput
 
 log = structlog.get_logger("activities.request")
@@ -87,7 +88,16 @@ class RequestActivities(PlatformActivities):
         if record.canaries is not None:  # a retry after success: keep what was captured first
             return BeginResult(started_at=now.isoformat(), sessions=sessions, canaries=len(record.canaries))
         with sensitive(subject.user_id):
-            found = presence(self.platform, subject.app_name, subject.user_id, subject.subject_key)
+            by_store = presence_by_store(self.platform, subject.app_name, subject.user_id, subject.subject_key)
+            missing = unplanned_stores(by_store, record.stores) if record.stores is not None else []
+            if missing:  # decided where the work is done: this worker's registry, not the filer's
+                requests.merge_record(inp.request_id, found_at_start=flattened(by_store))
+                raise non_retryable(
+                    f"stores holding the subject's data are not in the request's plan: {', '.join(missing)} "
+                    "(the plan was chosen by a process configured without them); nothing was erased",
+                    error_types.PLAN_INCOMPLETE,
+                )
+            found = flattened(by_store)
             canaries = self._canaries(subject.subject_key, subject.app_name, subject.user_id)
             sample = self.platform.memory.sample_sealed(subject.subject_key)
         if not any(found.values()):

@@ -14,14 +14,31 @@ from stores.logs import hash_or_none
 from stores.platform import Platform
 
 
-def presence(platform: Platform, app_name: str, user_id: str, subject: str) -> dict[str, int]:
-    """What each registered store holds of the subject (its adapter's ``locate``: bounded, indexed probes)."""
-    found: dict[str, int] = {}
+def presence_by_store(platform: Platform, app_name: str, user_id: str, subject: str) -> dict[str, dict[str, int]]:
+    """Per store of this process's registry, what it holds of the subject (its adapter's ``locate``: bounded,
+    indexed probes)."""
     who = Subject("", subject, app_name, user_id)
-    for adapter in platform.adapters.in_order():
-        for key, n in adapter.locate(who).items():
-            found[f"{adapter.name}.{key}" if key in found else key] = n
+    return {adapter.name: dict(adapter.locate(who)) for adapter in platform.adapters.in_order()}
+
+
+def flattened(by_store: dict[str, dict[str, int]]) -> dict[str, int]:
+    """One mapping of counts (a name two stores share is prefixed by the store)."""
+    found: dict[str, int] = {}
+    for store, counts in by_store.items():
+        for key, n in counts.items():
+            found[f"{store}.{key}" if key in found else key] = n
     return found
+
+
+def presence(platform: Platform, app_name: str, user_id: str, subject: str) -> dict[str, int]:
+    """What each registered store holds of the subject, as one mapping of counts."""
+    return flattened(presence_by_store(platform, app_name, user_id, subject))
+
+
+def unplanned_stores(by_store: dict[str, dict[str, int]], plan: list[str]) -> list[str]:
+    """Stores that hold the subject's data but that the request's plan does not name: the request must fail
+    (a plan chosen by a process configured with fewer stores than the worker erases nothing there)."""
+    return sorted(name for name, counts in by_store.items() if any(counts.values()) and name not in plan)
 
 
 def ids_holding_data(platform: Platform, app_name: str, user_ids: Sequence[str]) -> list[str]:

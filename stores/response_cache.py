@@ -98,7 +98,10 @@ class ResponseCache:
         pipe = self.client.pipeline(transaction=True)
         pipe.set(key, sealed, ex=ttl)
         pipe.zadd(index_key(app_name, sk), {digest: time.time() if at is None else at})
-        pipe.expire(index_key(app_name, sk), ttl)
+        # the index lives as long as its longest-lived entry: a later, shorter TTL never shortens it (an entry
+        # outliving its index could be found by neither the eraser nor the verifier)
+        pipe.expire(index_key(app_name, sk), ttl, nx=True)
+        pipe.expire(index_key(app_name, sk), ttl, gt=True)
         pipe.execute()
         return True
 

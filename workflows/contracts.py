@@ -379,6 +379,8 @@ class SweepFinding:
     counts: dict[str, int] = field(default_factory=dict)
     #: others' malformed log lines seen and kept (reported, not a finding)
     malformed_lines: int = 0
+    #: a legal hold on the subject: nothing was swept (the next run looks again)
+    held: bool = False
 
     @property
     def total(self) -> int:

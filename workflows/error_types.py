@@ -14,6 +14,8 @@ LEGAL_HOLD = "LegalHoldActive"
 #: the worker's approval gate: no valid approval recorded for the request, or the activity was called from a
 #: workflow that is not the request's own (raised non-retryable by the gate)
 NOT_APPROVED = "NotApproved"
+#: a store of the worker's registry holds the subject's data but the request's plan does not name it
+PLAN_INCOMPLETE = "PlanIncomplete"
 
 NON_RETRYABLE = (
     INVALID_IDENTIFIER,

@@ -1,0 +1,123 @@
+"""Trust, round two (issue 28), finding by finding against the real stack; each test fails on the old code.
+
+- (3) a plan filed by a process configured with fewer stores than the worker: the request fails closed
+  before the fence instead of completing next to ``found_at_start.cached_responses > 0``;
+- (2) the scheduled late-writer sweep reads the hold store: a held subject's late writes are kept;
+- (11) a later cache entry with a shorter TTL never shortens the subject index's TTL;
+- (13) a suppression's receipt is not reported as a completed erasure by ``erasure receipt verify``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from temporalio.client import WorkflowFailureError
+from temporalio.testing import ActivityEnvironment
+
+from activities.late_sweep import LateSweepActivities
+from stores.identity import subject_key
+from stores.memory import NewMemory
+from stores.seeder import user_ids
+from tests.saga_harness import SagaHarness
+from workers.service import new_request_id
+from workflows import error_types
+from workflows.contracts import ERASURE_WORKFLOW, ErasureInput, PlanStep, SweepSubjectInput, workflow_id
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+
+APP = "trust-two-app"
+
+
+async def test_a_store_holding_data_that_the_plan_leaves_out_fails_the_request_closed(saga: SagaHarness) -> None:
+    platform = saga.platform
+    target = user_ids(1, 2801, prefix="trust2")[0]
+    await saga.seed(APP, [target])
+    sk = subject_key(platform.config.subject_secret, APP, target)
+    cached = platform.response_cache.put(APP, target, "what did I order?", "You ordered the blue kettle.")
+    assert cached
+    rows = len(platform.memory_store.rows_of(APP, target))
+    # what a CLI or console configured without the response cache files: a plan without that store
+    plan = [PlanStep(p.name, [a for a in p.after if a != "response_cache"], p.batched) for p in platform.adapters.plan]
+    plan = [p for p in plan if p.name != "response_cache"]
+    request_id, now = new_request_id(), datetime.now(UTC)
+    platform.requests.create(
+        request_id=request_id,
+        subject_key=sk,
+        app_name=APP,
+        user_id=target,
+        received_at=now,
+        due_at=now + timedelta(days=30),
+        requested_by=None,
+        reason=None,
+    )
+    platform.requests.merge_record(request_id, stores=[p.name for p in plan])
+    platform.approvals.record(
+        request_id=request_id,
+        subject_key=sk,
+        kind="erasure",
+        path="single_person",
+        decision="approved",
+        requested_by="act_cli",
+        decided_by="act_cli",
+    )
+    handle = await saga.client.start_workflow(
+        ERASURE_WORKFLOW,
+        ErasureInput(request_id, sk, APP, now.isoformat(), (now + timedelta(days=30)).isoformat(), 0, plan=plan),
+        id=workflow_id(request_id),
+        task_queue=saga.settings.task_queue,
+    )
+    with pytest.raises(WorkflowFailureError):
+        await asyncio.wait_for(handle.result(), 60)
+    failures = [
+        e.activity_task_failed_event_attributes.failure
+        async for e in handle.fetch_history_events()
+        if e.HasField("activity_task_failed_event_attributes")
+    ]
+    assert [f.application_failure_info.type for f in failures] == [error_types.PLAN_INCOMPLETE]
+    assert platform.requests.get(request_id).state == "failed"
+    assert len(platform.memory_store.rows_of(APP, target)) == rows  # failed before the fence: nothing erased
+    assert not platform.ledger.user_fenced(sk)
+
+
+async def test_the_scheduled_sweep_keeps_a_held_subjects_late_writes(saga: SagaHarness) -> None:
+    platform = saga.platform
+    target = user_ids(1, 2802, prefix="trust2")[0]
+    await saga.seed(APP, [target])
+    result = await saga.erase(APP, target)
+    assert result.status == "completed"
+    entry = platform.ledger.entry(result.request_id)
+    assert entry is not None
+    before = entry.erased_at - timedelta(minutes=5)
+    await asyncio.to_thread(  # a late writer that bypassed the fence, replaying data dated before the erasure
+        platform.memory_store.insert, [NewMemory(APP, target, "replayed old fact", created_at=before)]
+    )
+    assert platform.requests.place_hold(result.subject_key, APP, "litigation hold, case 28", "counsel@x.example")
+    sweep = LateSweepActivities(platform)
+    env = ActivityEnvironment()
+    held = await asyncio.to_thread(env.run, sweep.sweep_subject, SweepSubjectInput(result.request_id))
+    assert held.held
+    assert held.total == 0
+    assert len(platform.memory_store.rows_of(APP, target)) == 1  # a hold wins: kept
+    assert platform.requests.release_hold(result.subject_key, "case closed", "counsel@x.example")
+    swept = await asyncio.to_thread(env.run, sweep.sweep_subject, SweepSubjectInput(result.request_id))
+    assert not swept.held
+    assert swept.counts.get("memory_rows") == 1
+    assert platform.memory_store.rows_of(APP, target) == []
+
+
+async def test_a_shorter_ttl_later_never_shortens_the_cache_index(saga: SagaHarness) -> None:
+    from stores.response_cache import index_key
+
+    platform = saga.platform
+    target = user_ids(1, 2803, prefix="trust2")[0]
+    await saga.seed(APP, [target])
+    cache = platform.response_cache
+    sk = subject_key(platform.config.subject_secret, APP, target)
+    assert cache.put(APP, target, "first question", "a long-lived answer", ttl=3600)
+    assert cache.put(APP, target, "second question", "a short-lived answer", ttl=5)
+    assert cache.client.ttl(index_key(APP, sk)) > 3000  # was 5: the first entry outlived its index
+    result = await saga.erase(APP, target)
+    assert result.status == "completed"
+    assert cache.get(APP, target, "first question") is None
