@@ -284,12 +284,26 @@ def _receipt_verify(args: argparse.Namespace, settings: Settings) -> int:
         return 1
     except OSError as exc:
         raise ErasureCliError(f"cannot read {args.file}: {exc.strerror}") from None
-    status = body.get("status")
-    if status == "completed" or args.any_status:
-        print(f"valid: receipt {body['request_id']} ({status}) signed by this key")
+    done, what = receipt_verdict(body)
+    if done or args.any_status:
+        print(f"valid: receipt {body['request_id']} ({what}) signed by this key")
         return 0
-    print(f"signature valid, but receipt {body['request_id']} is {status}: the erasure was not completed")
+    print(f"signature valid, but receipt {body['request_id']} is {what}")
     return 1
+
+
+def receipt_verdict(body: dict[str, Any]) -> tuple[bool, str]:
+    """Whether a verified receipt proves a completed deletion, and what it is in words. A suppression hides
+    items from recall and deletes nothing: never reported as a completed erasure (it was, with exit 0)."""
+    status = str(body.get("status"))
+    if body.get("strength") == "suppress":
+        return False, f"a suppression ({status}): items hidden from recall, nothing deleted"
+    if status != "completed":
+        return False, f"{status}: the erasure was not completed"
+    outcome = str(body.get("outcome", ""))
+    if outcome.startswith("nothing_found"):
+        return True, "completed: nothing found, the platform held no data for this id; nothing erased"
+    return True, "completed"
 
 
 def _receipt_public_key(_args: argparse.Namespace, settings: Settings) -> int:
