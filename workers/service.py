@@ -69,8 +69,9 @@ def exact_user_id(user: str | None, user_hex: str | None) -> str:
     shell or a CSV cell adds such spaces by mistake, and identity is exact, so the request would erase a
     subject who does not exist while the real one keeps every row. An id that truly has them is given in
     hex, which says so on purpose."""
-    user = user or None
-    user_hex = user_hex or None
+    user_hex = user_hex or None  # an empty form field is a field not filled in
+    if user == "" and user_hex is not None:
+        user = None
     if (user is None) == (user_hex is None):
         raise RequestRefused("give the user id with exactly one of --user and --user-hex (user_id, user_id_hex)")
     if user_hex is not None:

@@ -21,9 +21,14 @@ def test_the_same_id_in_hex_is_taken_exactly() -> None:
 
 
 def test_exactly_one_form() -> None:
-    for both in (("bob", "626f62"), (None, None), ("", "")):
+    for both in (("bob", "626f62"), (None, None), (None, "")):
         with pytest.raises(RequestRefused, match="exactly one"):
             exact_user_id(*both)
+
+
+def test_an_empty_typed_id_is_left_to_the_emptiness_check() -> None:
+    assert exact_user_id("", None) == ""  # validate_id then says "user id is empty"
+    assert exact_user_id("", "") == ""
 
 
 def test_inner_spaces_and_other_characters_stay_exact() -> None:
