@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from psycopg_pool import ConnectionPool
 
 from stores.forgetting import ForgetLedger
+from stores.owner_holds import partition_by_hold
 
 #: rows whose provenance names one of the given memory ids (one GIN probe per id)
 _DERIVED = "SELECT m.id FROM unnest(%s::uuid[]) AS given(id) JOIN memories m ON m.derived_from @> ARRAY[given.id]"
@@ -31,6 +32,7 @@ class ForgetOutcome:
     derived_ids: list[str]
     state_keys: int  # user: state keys removed
     refused_ids: int  # named ids that are not this user's items (never touched)
+    held: int = 0  # derived rows kept: their owner is under a legal hold
 
 
 class ItemForgetter:
@@ -83,6 +85,7 @@ class ItemForgetter:
                 seen.update(found)
                 derived.extend(found)
                 frontier = found
+            derived, held = partition_by_hold(conn, derived)  # another owner's hold wins over this forget
             if derived:
                 conn.execute("DELETE FROM memories WHERE id = ANY(%s)", (derived,))
             conn.execute(
@@ -111,6 +114,7 @@ class ItemForgetter:
             derived_ids=sorted(str(i) for i in derived),
             state_keys=removed_keys,
             refused_ids=len(ids) - len(mine),
+            held=len(held),
         )
 
     def _recorded(self, subject_key: str, request_id: str) -> int:

@@ -38,6 +38,7 @@ from stores.memory_lifecycle import (
     importance_of,
     tier_of,
 )
+from stores.owner_holds import partition_by_hold
 from stores.tombstones import fence_lock_key
 
 KINDS = ("episode", "fact", "summary", "procedure")
@@ -405,6 +406,7 @@ class MemoryErasure:
     rows: int
     derived: int
     derived_ids: list[str]
+    held: int = 0  # derived rows kept: their owner is under a legal hold (``stores.owner_holds``)
 
 
 #: Rows whose provenance names one of the given memory ids or session refs. One GIN probe per given
@@ -487,7 +489,8 @@ class MemoryEraser:
         only path to the latter).
         """
         with self._pool.connection() as conn, conn.transaction():
-            own, derived = self._closure(conn, subject, session_refs, created_before, delete_own=True)
+            own, found = self._closure(conn, subject, session_refs, created_before, delete_own=True)
+            derived, held = partition_by_hold(conn, found)  # another owner's hold wins over this erasure
             for start in range(0, len(derived), self._batch):
                 conn.execute("DELETE FROM memories WHERE id = ANY(%s)", (derived[start : start + self._batch],))
             if own or derived:
@@ -496,7 +499,9 @@ class MemoryEraser:
                     "SELECT %s, given.id, %s FROM unnest(%s::uuid[]) AS given(id) ON CONFLICT DO NOTHING",
                     (subject, request_id, [*own, *derived]),
                 )
-        return MemoryErasure(rows=len(own), derived=len(derived), derived_ids=sorted(str(i) for i in derived))
+        return MemoryErasure(
+            rows=len(own), derived=len(derived), derived_ids=sorted(str(i) for i in derived), held=len(held)
+        )
 
     def count_user(self, subject: str, session_refs: Sequence[str]) -> tuple[int, int]:
         with self._pool.connection() as conn:

@@ -19,6 +19,7 @@ from stores.adapters.common import chunks, digest
 from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
 from stores.adapters.tombstone_reads import erased_session_ids
 from stores.identity import session_ref, subject_key
+from stores.owner_holds import held_among
 
 if TYPE_CHECKING:
     from stores.platform import Platform
@@ -50,6 +51,19 @@ class MemoryReads:
         return int(row[0]) if row else 0
 
     def rows_naming(self, subject: str, erased_ids: Sequence[uuid.UUID], session_ids: Sequence[str]) -> int:
+        """How many rows anywhere (any user) are an erased row again, or name an erased row or session of the
+        subject in their provenance, their owner not under a legal hold (see ``held_rows_naming``)."""
+        hits = self._naming(subject, erased_ids, session_ids)
+        with self._pool.connection() as conn:
+            return len(hits - held_among(conn, list(hits)))
+
+    def held_rows_naming(self, subject: str, erased_ids: Sequence[uuid.UUID], session_ids: Sequence[str]) -> int:
+        """Of those rows, how many belong to owners under a legal hold: kept on purpose, reported."""
+        hits = self._naming(subject, erased_ids, session_ids)
+        with self._pool.connection() as conn:
+            return len(held_among(conn, list(hits)))
+
+    def _naming(self, subject: str, erased_ids: Sequence[uuid.UUID], session_ids: Sequence[str]) -> set[uuid.UUID]:
         """Rows anywhere (any user) that are an erased row again, or whose provenance names an erased row
         or an erased session of the subject: one GIN probe per named id, one primary-key probe per id."""
         hits: set[uuid.UUID] = set()
@@ -70,18 +84,23 @@ class MemoryReads:
                     (chunk,),
                 ).fetchall():
                     hits.add(row_id)
-        return len(hits)
+        return hits
 
-    def rows_with_digests(self, digests: Sequence[str], before: datetime | None) -> int:
+    def rows_with_digests(self, digests: Sequence[str], before: datetime | None) -> tuple[int, int]:
+        """(rows holding a canary digest, of them rows whose owner is under a legal hold: kept, reported)."""
         if not digests:
-            return 0
+            return 0, 0
         with self._pool.connection() as conn:
-            row = conn.execute(
-                "SELECT count(*) FROM memories WHERE token_digests && %(d)s::text[] "
-                "AND (%(b)s::timestamptz IS NULL OR created_at < %(b)s)",
-                {"d": list(digests), "b": before},
-            ).fetchone()
-        return int(row[0]) if row else 0
+            hits = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT id FROM memories WHERE token_digests && %(d)s::text[] "
+                    "AND (%(b)s::timestamptz IS NULL OR created_at < %(b)s)",
+                    {"d": list(digests), "b": before},
+                ).fetchall()
+            ]
+            held = held_among(conn, hits)
+        return len(hits) - len(held), len(held)
 
 
 class MemoryAdapter:
@@ -121,7 +140,8 @@ class MemoryAdapter:
             subject.request_id,
             lambda r: replace(r, derived_removed=sorted(set(r.derived_removed or []) | set(result.derived_ids))),
         )
-        return {"rows": result.rows, "derived_rows": result.derived}
+        held = {"derived_rows_held": result.held} if result.held else {}  # another owner's hold: kept
+        return {"rows": result.rows, "derived_rows": result.derived, **held}
 
     def remaining(self, subject: Subject, record: RequestRecord, bound: Bound | None, beat: Beat) -> Remaining:
         destroyed = record.canaries is None and record.canaries_destroyed  # by finish_request, on purpose
@@ -138,24 +158,29 @@ class MemoryAdapter:
             return Remaining(missing=tuple(absent))
         sk = subject.subject_key
         before = bound.erased_at if bound else None
+        erased_ids = self.reads.erased_memory_ids(sk)
+        erased_sessions = self.reads.erased_session_ids(sk, record.erased_sessions)
         counts = {
             "rows_of_user": self.reads.own_memory_rows(sk, before),
-            "rows_naming_erased": self.reads.rows_naming(
-                sk, self.reads.erased_memory_ids(sk), self.reads.erased_session_ids(sk, record.erased_sessions)
-            ),
+            "rows_naming_erased": self.reads.rows_naming(sk, erased_ids, erased_sessions),
         }
+        held = self.reads.held_rows_naming(sk, erased_ids, erased_sessions)
+        reported = {"rows_kept_under_owners_hold": held} if held else {}
         if record.canaries is not None:
-            counts["rows_matching_canaries"] = self.reads.rows_with_digests(record.canaries, before)
+            counts["rows_matching_canaries"], held_canaries = self.reads.rows_with_digests(record.canaries, before)
+            if held_canaries:
+                reported["canary_rows_kept_under_owners_hold"] = held_canaries
         # a re-verification after completion: said, never silently skipped
         note = "canary digests destroyed at completion, canary scan not run" if destroyed else ""
-        return Remaining(counts, note=note)
+        return Remaining(counts, reported=reported, note=note)
 
     def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:
         sk = subject.subject_key
         memory = self.platform.memory.erase_user(
             sk, self._refs(sk), created_before=before, request_id=subject.request_id
         )
-        return Swept({"memory_rows": memory.rows, "derived_rows": memory.derived})
+        held = {"derived_rows_held": memory.held} if memory.held else {}
+        return Swept({"memory_rows": memory.rows, "derived_rows": memory.derived}, reported=held)
 
     def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
         with self.platform.pool.connection() as conn:

@@ -121,3 +121,69 @@ async def test_a_shorter_ttl_later_never_shortens_the_cache_index(saga: SagaHarn
     result = await saga.erase(APP, target)
     assert result.status == "completed"
     assert cache.get(APP, target, "first question") is None
+
+
+def _sealed(saga: SagaHarness, row_id: object) -> object:
+    with saga.platform.pool.connection() as conn:
+        return conn.execute("SELECT content_sealed, subject_key FROM memories WHERE id = %s", (row_id,)).fetchone()
+
+
+def _owned(saga: SagaHarness, user: str) -> list[object]:
+    sk = subject_key(saga.platform.config.subject_secret, APP, user)
+    with saga.platform.pool.connection() as conn:
+        return conn.execute(
+            "SELECT id, content_sealed FROM memories WHERE subject_key = %s ORDER BY id", (sk,)
+        ).fetchall()
+
+
+async def test_a_hold_on_the_owner_of_a_derived_row_keeps_it_through_erasure_and_item_forget(
+    saga: SagaHarness,
+) -> None:
+    """Item 1: a summary of A's memories filed under B, with B under a legal hold, was deleted with A's
+    erasure (the hold was read for A only). B's rows stay, byte-identical, reported by count; the verifier
+    reports them and does not fail A's erasure for them."""
+    from workers.forget_service import file_forget, forget_result
+
+    platform = saga.platform
+    a, b, c = user_ids(3, 2804, prefix="trust2")
+    for n, user in enumerate((a, b, c)):  # seeded apart: the only link between them is the one made here
+        await saga.seed(APP, [user], seed=2804 + n)
+    a_rows = [r[0] for r in platform.memory_store.rows_of(APP, a)]
+    summary = platform.memory_store.summarise(APP, b, a_rows[:3])
+    assert summary is not None
+    before = _sealed(saga, summary)
+    b_before = _owned(saga, b)
+    b_key = subject_key(platform.config.subject_secret, APP, b)
+    assert platform.requests.place_hold(b_key, APP, "litigation hold on b", "counsel@x.example")
+    try:
+        result = await saga.erase(APP, a)
+        assert result.status == "completed"
+        assert _sealed(saga, summary) == before  # B's row, kept
+        assert _owned(saga, b) == b_before  # and all of B's, byte-identical
+        memory = next(s for s in result.steps if s.name == "memory")
+        assert memory.counts.get("derived_rows_held") == 1
+        body = saga.receipt_body(result.request_id)
+        final = next(v for v in body["verifications"] if v["phase"] == "final")
+        check = next(ch for ch in final["checks"] if ch["check"] == "memory")
+        assert check["passed"]
+        assert check["counts"].get("rows_kept_under_owners_hold") == 1
+
+        # the same through forgetting one item of C's: a summary of it filed under B stays too
+        c_rows = [r[0] for r in platform.memory_store.rows_of(APP, c)]
+        of_c = platform.memory_store.summarise(APP, b, c_rows[:1])
+        kept = _sealed(saga, of_c)
+        filed = await file_forget(
+            saga.client,
+            platform,
+            saga.settings,
+            app_name=APP,
+            user_id=c,
+            strength="forget",
+            memory_ids=[str(c_rows[0])],
+        )
+        done = await asyncio.wait_for(forget_result(saga.client, filed.request_id), 120)
+        assert done.status in ("completed", "verification_failed")
+        assert _sealed(saga, of_c) == kept
+        assert str(c_rows[0]) not in {str(r[0]) for r in platform.memory_store.rows_of(APP, c)}
+    finally:
+        platform.requests.release_hold(b_key, "test over", "counsel@x.example")
