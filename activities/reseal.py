@@ -53,6 +53,8 @@ def _counted(page: PageOutcome) -> ResealCounts:
         changed_meanwhile=page.changed_meanwhile,
         unsealable=page.unsealable,
         refiled=page.refiled,
+        held=page.held,
+        conflicting=page.conflicting,
     )
 
 

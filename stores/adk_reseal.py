@@ -12,8 +12,12 @@ under the subject key) is moved under the user's subject key, its content opened
 the raw id) and sealed again bound to the key, so no raw id stays in any live row. A session moves whole, in
 one transaction: the session row under the key, then each of its events (``UPDATE`` of the primary key; the
 foreign key now finds the new session), then the old session row. A ``user_states`` row is merged into the
-key's row (values already there win: they are newer). After the move the rows read as ``SealedSessionService``
+key's row; a raw row holding a key the key's row holds with another value is left as it is and counted
+(merging would drop one of the two values). After the move the rows read as ``SealedSessionService``
 rows; their old tuples go with the next VACUUM.
+
+Holds protect owners: a row of a subject under a legal hold is neither rewritten nor moved (counted
+``held``), read in the transaction that would change it.
 
 Idempotent: a sealed row is left alone, so a page done twice changes nothing the second time. Each
 ``UPDATE`` only applies while the row still holds what the page read; a row changed meanwhile (the
@@ -67,7 +71,17 @@ class PageOutcome:
     changed_meanwhile: int = 0  # rows rewritten between the read and the update: left alone
     unsealable: int = 0  # rows whose ids make no subject key: left alone
     refiled: int = 0  # rows moved from the raw user id to the subject key
+    held: int = 0  # rows of a subject under a legal hold: left exactly as they are
+    conflicting: int = 0  # raw user state whose keys the key's row holds with other values: left, counted
     last: tuple[str, ...] | None = None  # the last row's primary key (None: the table has no more rows)
+
+
+def _held(conn: Connection[Any], subject_key: str) -> bool:
+    """Whether the subject is under a legal hold, read in the caller's transaction (locked until it ends)."""
+    return (
+        conn.execute("SELECT 1 FROM legal_holds WHERE subject_key = %s FOR SHARE", (subject_key,)).fetchone()
+        is not None
+    )
 
 
 def _table(table: str) -> str:
@@ -91,7 +105,9 @@ class AdkResealer:
         rows = RowSealer(self._keys, self._secret)
         with self._pool.connection() as conn:
             found = conn.execute(query, (*(after or ()), limit)).fetchall()
-        counts = {"sealed_rows": 0, "already_sealed": 0, "changed_meanwhile": 0, "unsealable": 0, "refiled": 0}
+        counts = dict.fromkeys(
+            ("sealed_rows", "already_sealed", "changed_meanwhile", "unsealable", "refiled", "held", "conflicting"), 0
+        )
         for row in found:
             counts[self._seal_row(rows, table, tuple(str(v) for v in row[:-1]), row[-1])] += 1
         last = tuple(str(v) for v in found[-1][:-1]) if found else None
@@ -116,7 +132,9 @@ class AdkResealer:
             return "unsealable"
         column = _CONTENT[table]
         match = " AND ".join(f"{c} = %s" for c in _PRIMARY_KEY[table])
-        with self._pool.connection() as conn:
+        with self._pool.connection() as conn, conn.transaction():
+            if _held(conn, user):  # holds protect owners: a held subject's rows are not rewritten
+                return "held"
             updated = conn.execute(
                 f"UPDATE {table} SET {column} = %s WHERE {match} AND {column} = %s",
                 (Jsonb(sealed), *key, Jsonb(content)),
@@ -134,8 +152,12 @@ class AdkResealer:
             return "unsealable"
         try:
             with self._pool.connection() as conn, conn.transaction():
+                if _held(conn, sk):
+                    return "held"
                 if table == "user_states":
                     moved = self._refile_user_state(conn, rows, app, user, sk)
+                    if moved is None:
+                        return "conflicting"
                 else:
                     session_id = ids["session_id"] if table == "events" else ids["id"]
                     moved = self._refile_session(conn, rows, app, user, sk, session_id)
@@ -174,14 +196,25 @@ class AdkResealer:
         return True
 
     @staticmethod
-    def _refile_user_state(conn: Connection[Any], rows: RowSealer, app: str, user: str, sk: str) -> bool:
+    def _refile_user_state(conn: Connection[Any], rows: RowSealer, app: str, user: str, sk: str) -> bool | None:
+        """Move the raw row's values into the key's row; ``None`` (nothing moved) when the key's row holds a
+        key of it with another value: merging would drop one of the two, so both stay for an operator."""
         found = conn.execute(
-            "DELETE FROM user_states WHERE app_name = %s AND user_id = %s RETURNING state, update_time",
+            "SELECT state, update_time FROM user_states WHERE app_name = %s AND user_id = %s FOR UPDATE",
             (app, user),
         ).fetchone()
         if found is None:
             return False
-        state = rows.seal_state(app, sk, None, rows.open_state(app, user, None, found[0] or {}))
+        plain = rows.open_state(app, user, None, found[0] or {})
+        existing = conn.execute(
+            "SELECT state FROM user_states WHERE app_name = %s AND user_id = %s FOR UPDATE", (app, sk)
+        ).fetchone()
+        if existing is not None:
+            theirs = rows.open_state(app, sk, None, existing[0] or {})
+            if any(k in theirs and theirs[k] != v for k, v in plain.items()):
+                return None
+        conn.execute("DELETE FROM user_states WHERE app_name = %s AND user_id = %s", (app, user))
+        state = rows.seal_state(app, sk, None, plain)
         conn.execute(
             "INSERT INTO user_states (app_name, user_id, state, update_time) VALUES (%s, %s, %s, %s) "
             "ON CONFLICT (app_name, user_id) DO UPDATE SET state = EXCLUDED.state || user_states.state",

@@ -32,6 +32,8 @@ class ResealCounts:
     unsealable: int = 0  # rows whose app or user id makes no subject key: left as they are
     refiled: int = 0  # rows moved from the raw user id to the subject key (sealed on the way)
     restarts: int = 0  # tables walked again from the start (the cursor's key was shredded meanwhile)
+    held: int = 0  # rows of a subject under a legal hold: left exactly as they are
+    conflicting: int = 0  # raw-filed user state whose keys the subject key's row holds with other values: left
 
     def plus(self, other: ResealCounts) -> ResealCounts:
         return ResealCounts(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})

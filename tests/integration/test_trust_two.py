@@ -187,3 +187,61 @@ async def test_a_hold_on_the_owner_of_a_derived_row_keeps_it_through_erasure_and
         assert str(c_rows[0]) not in {str(r[0]) for r in platform.memory_store.rows_of(APP, c)}
     finally:
         platform.requests.release_hold(b_key, "test over", "counsel@x.example")
+
+
+def _user_state(saga: SagaHarness, user_id: str) -> object:
+    with saga.platform.pool.connection() as conn:
+        row = conn.execute(
+            "SELECT state FROM user_states WHERE app_name = %s AND user_id = %s", (APP, user_id)
+        ).fetchone()
+    return row[0] if row else None
+
+
+async def test_reseal_leaves_held_subjects_alone_and_never_drops_a_conflicting_value(saga: SagaHarness) -> None:
+    """Item 10: re-seal had no hold check, and merged a raw-filed user_states row into the subject key's row
+    with the key's values winning: the raw row's different value for the same key was dropped."""
+    from psycopg.types.json import Jsonb
+
+    from stores.adk_reseal import AdkResealer
+    from stores.adk_seal import RowSealer
+
+    platform = saga.platform
+    secret = platform.config.subject_secret
+    held_user, torn_user = user_ids(2, 2805, prefix="trust2-reseal")
+    held_sk, torn_sk = subject_key(secret, APP, held_user), subject_key(secret, APP, torn_user)
+    sealed_berlin = RowSealer(platform.keys, secret).seal_state(APP, torn_sk, None, {"city": "Berlin"})
+    with platform.pool.connection() as conn:
+        conn.execute(  # a plain row of a held subject, filed under its key
+            "INSERT INTO user_states (app_name, user_id, state, update_time) VALUES (%s, %s, %s, now())",
+            (APP, held_sk, Jsonb({"lang": "pt"})),
+        )
+        conn.execute(  # the same key, two values: raw-filed Pune, key-filed Berlin
+            "INSERT INTO user_states (app_name, user_id, state, update_time) VALUES (%s, %s, %s, now())",
+            (APP, torn_user, Jsonb({"city": "Pune"})),
+        )
+        conn.execute(
+            "INSERT INTO user_states (app_name, user_id, state, update_time) VALUES (%s, %s, %s, now())",
+            (APP, torn_sk, Jsonb(sealed_berlin)),
+        )
+    assert platform.requests.place_hold(held_sk, APP, "hold during re-seal", "counsel@x.example")
+    resealer = AdkResealer(platform.pool, platform.keys, secret)
+    try:
+        after, held, conflicting = None, 0, 0
+        while True:
+            page = resealer.page("user_states", after, 500)
+            held, conflicting = held + page.held, conflicting + page.conflicting
+            if page.last is None:
+                break
+            after = page.last
+        assert held >= 1
+        assert _user_state(saga, held_sk) == {"lang": "pt"}  # not rewritten while held
+        assert conflicting >= 1
+        assert _user_state(saga, torn_user) == {"city": "Pune"}  # left, not dropped
+        assert _user_state(saga, torn_sk) == sealed_berlin
+    finally:
+        platform.requests.release_hold(held_sk, "test over", "counsel@x.example")
+        with platform.pool.connection() as conn:
+            conn.execute(
+                "DELETE FROM user_states WHERE app_name = %s AND user_id = ANY(%s)",
+                (APP, [held_sk, torn_user, torn_sk]),
+            )
