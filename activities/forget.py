@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from activities.support import PlatformActivities, beat, keep_sensitive, non_retryable, translate_errors
 from stores.adapters.interface import AdapterNotConfigured
@@ -102,8 +103,14 @@ class ForgetActivities(PlatformActivities):
         row, payload = self._open(inp.request_id, inp.subject_key, inp.app_name)
         sk, app, user = inp.subject_key, inp.app_name, payload.user_id
         if row.strength != "suppress" and self.platform.requests.active_hold(sk) is not None:
-            # a hold always wins: nothing is deleted (a suppression deletes nothing and may go ahead)
-            raise non_retryable("a legal hold is active on the subject", error_types.LEGAL_HOLD)
+            # a hold always wins: nothing more is deleted (a suppression deletes nothing and may go ahead). An
+            # earlier attempt of this request may have deleted rows before the hold came: said, in the details
+            raise ApplicationError(
+                "a legal hold is active on the subject",
+                {"deleted_before_hold": self._deleted_by(sk, row.request_id)},
+                type=error_types.LEGAL_HOLD,
+                non_retryable=True,
+            )
         beat(stage="tombstone")
         if row.strength == "suppress":
             own = self._own_ids(sk, row.memory_ids)
@@ -142,6 +149,15 @@ class ForgetActivities(PlatformActivities):
             "refused_ids": outcome.refused_ids,
         }
         return ForgetApplied(counts, outcome.derived_ids)
+
+    def _deleted_by(self, subject_key: str, request_id: str) -> int:
+        """Memory rows this request deleted already (recorded in the deleting transaction)."""
+        with self.platform.pool.connection() as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM erased_memories WHERE subject_key = %s AND request_id = %s",
+                (subject_key, request_id),
+            ).fetchone()
+        return int(row[0]) if row else 0
 
     def _journal(self, row: ForgetRequestRow, outcome: ForgetOutcome, items: list[str] | None = None) -> None:
         """Keep the forget in the lifecycle journal (outside the database), so a restore replays it."""

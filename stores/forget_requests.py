@@ -22,7 +22,7 @@ from stores.errors import RequestNotFound
 from stores.forgetting import STRENGTHS, ForgetRefused
 from stores.requests import RequestStore
 
-FINAL = ("completed", "verification_failed", "failed", "held", "denied")
+FINAL = ("completed", "verification_failed", "failed", "held", "held_after_partial_deletion", "denied")
 
 
 @dataclass(frozen=True)

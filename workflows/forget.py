@@ -41,6 +41,14 @@ with workflow.unsafe.imports_passed_through():
 RETRY = RetryPolicy(maximum_interval=timedelta(seconds=30), non_retryable_error_types=list(error_types.NON_RETRYABLE))
 
 
+def _deleted_before_hold(cause: BaseException | None) -> int:
+    """The count a held ``forget_apply`` reports in its error's details (0 when it reports none)."""
+    if not isinstance(cause, ApplicationError) or not cause.details:
+        return 0
+    first = cause.details[0]
+    return int(first.get("deleted_before_hold", 0)) if isinstance(first, dict) else 0
+
+
 @workflow.defn(name="ForgetWorkflow")
 class ForgetWorkflow:
     def __init__(self) -> None:
@@ -85,12 +93,14 @@ class ForgetWorkflow:
             return await self._forget(inp)
         except ActivityError as exc:
             cause = exc.cause.type if isinstance(exc.cause, ApplicationError) else type(exc.cause).__name__
-            held = cause == error_types.LEGAL_HOLD  # a legal hold wins: nothing was deleted
-            self._status = "held" if held else "failed"
+            held = cause == error_types.LEGAL_HOLD  # a legal hold wins: nothing more is deleted
+            # what an earlier attempt deleted before the hold came (the activity counts it): never "nothing"
+            before = _deleted_before_hold(exc.cause) if held else 0
+            self._status = ("held_after_partial_deletion" if before else "held") if held else "failed"
             for name, progress in self._steps.items():
                 if progress.state == "running":
                     self._mark(name, "failed")
-            counts = {"held": 1} if held else {}
+            counts = {"held": 1, **({"deleted_before_hold": before} if before else {})} if held else {}
             # either way the request ends and its sealed personal payload is dropped
             await workflow.execute_activity(
                 forget_finish,

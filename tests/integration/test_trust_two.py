@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.late_sweep import LateSweepActivities
@@ -245,3 +246,31 @@ async def test_reseal_leaves_held_subjects_alone_and_never_drops_a_conflicting_v
                 "DELETE FROM user_states WHERE app_name = %s AND user_id = ANY(%s)",
                 (APP, [held_sk, torn_user, torn_sk]),
             )
+
+
+async def test_a_retried_forget_that_meets_a_new_hold_reports_what_it_deleted_before(saga: SagaHarness) -> None:
+    """Item 7: holds in a forget were read once; a retry after a partial deletion that met a new hold ended
+    ``held`` as if nothing had been deleted. The retried apply now says how many rows the request deleted."""
+    from activities.forget import ForgetActivities
+    from stores.forget_requests import ForgetPayload
+    from workflows.forget_contracts import ForgetStep
+
+    platform = saga.platform
+    user = user_ids(1, 2806, prefix="trust2")[0]
+    await saga.seed(APP, [user], seed=2806)
+    sk = subject_key(platform.config.subject_secret, APP, user)
+    ids = [str(r[0]) for r in platform.memory_store.rows_of(APP, user)][:2]
+    row = platform.forget_requests.create(sk, APP, "forget", ids, ForgetPayload(user))
+    acts = ForgetActivities(platform, b"s" * 32)
+    env = ActivityEnvironment()
+    step = ForgetStep(row.request_id, sk, APP, "forget")
+    first = await asyncio.to_thread(env.run, acts.forget_apply, step)  # the attempt that got this far
+    assert first.counts["items"] == 2
+    assert platform.requests.place_hold(sk, APP, "hold between attempts", "counsel@x.example")
+    try:
+        with pytest.raises(ApplicationError) as held:
+            await asyncio.to_thread(env.run, acts.forget_apply, step)  # its retry
+        assert held.value.type == error_types.LEGAL_HOLD
+        assert held.value.details[0]["deleted_before_hold"] == 2
+    finally:
+        platform.requests.release_hold(sk, "test over", "counsel@x.example")
