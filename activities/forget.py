@@ -211,23 +211,26 @@ class ForgetActivities(PlatformActivities):
 
     # ----- verify ----------------------------------------------------------------------------------
 
-    def _reingest(self, app: str, user: str) -> int:
-        """Every one of the user's sessions through the memory service again (a backfill job's path)."""
+    def _reingest(self, app: str, user: str, matcher: TombstoneMatcher) -> tuple[int, int]:
+        """Every one of the user's sessions through the memory service's ingestion decision again (a backfill
+        job's path), as a dry run: nothing is written, so verifying never re-creates a deleted row, ingests a
+        session that never was, or sets off eviction. (sessions run, rows that would come back forgotten)."""
         platform = self.platform
 
-        async def run() -> int:
+        async def run() -> tuple[int, int]:
             service = platform.adk_session_service()
-            done = 0
+            done = back = 0
             try:
                 for stored, sid in platform.sessions.filed_sessions(app, user):
                     session = await service.get_filed_session(app_name=app, stored=stored, session_id=sid)
                     if session is not None:
-                        await platform.memory_service.add_filed_session_to_memory(session)
+                        rows = await platform.memory_service.would_ingest_filed_session(session)
+                        back += sum(matcher.covers(str(r.id), r.text) for r in rows)
                         done += 1
                         beat(stage="reingest", sessions=done)
             finally:
                 await service.db_engine.dispose()
-            return done
+            return done, back
 
         return asyncio.run(run())
 
@@ -245,10 +248,13 @@ class ForgetActivities(PlatformActivities):
         sk, app, user = inp.subject_key, inp.app_name, payload.user_id
         matcher = self._tombstone_matcher(row)
         checks: list[ForgetCheck] = []
-        reingested = self._reingest(app, user) if inp.reingest else 0
         if not matcher:
             checks.append(ForgetCheck("tombstone", False, {}, "the request's tombstone is missing"))
             return ForgetVerification("after_reingest" if inp.reingest else "after_forget", False, checks)
+        reingested, would_return = self._reingest(app, user, matcher) if inp.reingest else (0, 0)
+        if inp.reingest:
+            counts = {"sessions": reingested, "forgotten_rows_it_would_write": would_return}
+            checks.append(ForgetCheck("reingest", would_return == 0, counts))
         probes = [*payload.probes, *payload.spans] or ["*"]
         recalled = 0
         for probe in probes:

@@ -286,12 +286,12 @@ class FencedMemoryService(BaseMemoryService):
                 self._refuse(str(why), app_name, user_id)
         return kept
 
-    async def _write_unforgotten(self, app_name: str, user_id: str, candidates: Sequence[NewMemory | str]) -> None:
-        """Write the admitted rows less those a live forget tombstone covers (by id or by a forgotten span),
-        counted and logged by subject key only; then the lifecycle upkeep (supersession, caps)."""
+    async def _unforgotten(self, app_name: str, user_id: str, candidates: Sequence[NewMemory | str]) -> list[NewMemory]:
+        """The admitted rows less those a live forget tombstone covers (by id or by a forgotten span): what a
+        write keeps. The refusals are counted and logged by subject key only."""
         rows = self._admitted(app_name, user_id, candidates)
         if not rows:
-            return
+            return []
         matcher = await asyncio.to_thread(self._matcher, app_name, user_id, WRITE_BLOCKING)
         if matcher is not None:
             kept = [r for r in rows if not matcher.covers(str(r.id), r.text)]
@@ -301,6 +301,22 @@ class FencedMemoryService(BaseMemoryService):
                     self.refused["forgotten"] += dropped
                 log.info("memory_write_forgotten", rows=dropped, subject_key=self._subject(app_name, user_id))
             rows = kept
+        return rows
+
+    async def would_ingest_filed_session(self, session: Session) -> list[NewMemory]:
+        """The rows ingesting this session would write now (fence, capture checks and forget tombstones
+        applied), without writing them: how a forget's verification asks "would it come back?" without
+        re-creating what was deleted, ingesting what never was, or running the lifecycle's upkeep."""
+        if not await self._check(session.app_name, session.user_id, session.id, filed=True):
+            return []
+        rows = session_memories(session, self._secret, self.inner.capture)
+        return await self._unforgotten(session.app_name, session.user_id, rows)
+
+    async def _write_unforgotten(self, app_name: str, user_id: str, candidates: Sequence[NewMemory | str]) -> None:
+        """Write what ``_unforgotten`` keeps; then the lifecycle upkeep (supersession, caps)."""
+        rows = await self._unforgotten(app_name, user_id, candidates)
+        if not rows:
+            return
         written = await self.inner.write(rows)
         if written.reinforced:
             with self._lock:

@@ -274,3 +274,44 @@ async def test_a_retried_forget_that_meets_a_new_hold_reports_what_it_deleted_be
         assert held.value.details[0]["deleted_before_hold"] == 2
     finally:
         platform.requests.release_hold(sk, "test over", "counsel@x.example")
+
+
+async def test_forget_verification_never_re_creates_what_was_deleted(saga: SagaHarness) -> None:
+    """Item 5: the re-ingest verification re-ingested every session of the user: a row deleted another way
+    (ADK's delete_memory, eviction: no tombstone) came back, and sessions never ingested were ingested. It
+    now asks the ingestion path what it would write, and writes nothing."""
+    from tests.forget_fixtures import ingest, make_sessions
+    from workers.forget_service import file_forget, forget_result
+
+    platform = saga.platform
+    user = f"trust2-verify-{datetime.now(UTC).timestamp():.0f}@example.org"
+    turns = [["I live in Pune near the river.", "My cat is called Miso."], ["I work at the harbour."]]
+    sessions = await make_sessions(platform, APP, user, turns)
+    await ingest(platform, sessions[:1])  # the second session was never ingested
+    rows = platform.memory_store.rows_of(APP, user)
+    assert len(rows) >= 2
+    sk = subject_key(platform.config.subject_secret, APP, user)
+    with platform.pool.connection() as conn:  # deleted the way ADK's delete_memory does: no tombstone
+        gone = conn.execute(
+            "DELETE FROM memories WHERE subject_key = %s AND id = %s RETURNING id", (sk, rows[-1][0])
+        ).fetchone()
+    assert gone is not None
+    left = [r[0] for r in platform.memory_store.rows_of(APP, user)]
+    filed = await file_forget(
+        saga.client,
+        platform,
+        saga.settings,
+        app_name=APP,
+        user_id=user,
+        strength="forget",
+        memory_ids=[str(left[0])],
+    )
+    done = await asyncio.wait_for(forget_result(saga.client, filed.request_id), 120)
+    assert done.status == "completed", done
+    after = platform.memory_store.rows_of(APP, user)
+    assert gone[0] not in {r[0] for r in after}  # not re-created by the verification
+    assert {r[0] for r in after} <= set(left[1:])  # nothing written (what the forget took went with it)
+    assert sessions[1].id not in {r[1] for r in after}  # the never-ingested session stays so
+    check = next(c for v in done.verifications for c in v.checks if c.check == "reingest")
+    assert check.passed
+    assert check.counts["sessions"] == 2
