@@ -135,10 +135,29 @@ def _request(args: argparse.Namespace, settings: Settings) -> int:
     return asyncio.run(main())
 
 
+def _forget_status(request_id: str, settings: Settings) -> int:
+    """``erasure status fr_...``: a forget filed without ``--wait`` can be followed (it said no such request)."""
+    from stores.errors import RequestNotFound
+
+    with _platform(settings) as platform:
+        try:
+            row = platform.forget_requests.get(request_id)
+        except RequestNotFound:
+            raise ErasureCliError(f"no forget request {request_id}") from None
+    print(f"forget {row.request_id}  app {row.app_name}  subject {row.subject_key}  strength {row.strength}")
+    print(f"  state {row.state}  received {row.received_at:%Y-%m-%d %H:%M}  items {len(row.memory_ids)}")
+    if row.outcome:
+        print("  " + ", ".join(f"{k}={v}" for k, v in sorted(row.outcome.items())))
+    return 0 if row.state in ("completed", "received", "running", "pending_approval") else 1
+
+
 def _status(args: argparse.Namespace, settings: Settings) -> int:
     from workers.progress_view import render
     from workers.service import days_left, progress, ui_link
     from workers.temporal_client import connect
+
+    if args.request_id.startswith("fr_"):  # a forget: its own store and workflow
+        return _forget_status(args.request_id, settings)
 
     async def main() -> int:
         with _platform(settings) as platform:
@@ -317,6 +336,9 @@ def _reverify(args: argparse.Namespace, settings: Settings) -> int:
     from workers.service import reverify_input
     from workers.temporal_client import connect
     from workflows.contracts import VERIFIER_WORKFLOW, VerifyResult
+
+    if args.request_id.startswith("fr_"):  # a forget: its own store and workflow
+        return _forget_status(args.request_id, settings)
 
     async def main() -> int:
         with _platform(settings) as platform:

@@ -49,7 +49,9 @@ def _forget(args: argparse.Namespace, settings: Settings) -> int:
         raise ErasureCliError("say what to forget: --about TEXT, --memory ID ... or --session SID")
     if args.session and (args.about or args.memory):
         raise ErasureCliError("--session erases one whole session: give it alone")
-    strength = "erase_session" if args.session else args.strength
+    if args.session and args.strength:  # it used to switch to erase_session silently
+        raise ErasureCliError("--session erases one whole session; --strength does not apply to it: leave it out")
+    strength = "erase_session" if args.session else (args.strength or "forget")
 
     async def main() -> int:
         with _platform(settings) as platform:
@@ -128,7 +130,7 @@ def register(sub: Any, add_user_arguments: Any) -> None:
     fg.add_argument("--about", help="a description, resolved through the recall path (previewed first)")
     fg.add_argument("--memory", nargs="+", metavar="ID", help="memory ids to act on (with --confirm)")
     fg.add_argument("--session", metavar="SID", help="erase this one session of the user (with --confirm)")
-    fg.add_argument("--strength", choices=["suppress", "forget"], default="forget")
+    fg.add_argument("--strength", choices=["suppress", "forget"], default=None, help="default: forget")
     fg.add_argument("--span", action="append", help="a phrase to block from being written again (repeatable)")
     fg.add_argument("--state-key", action="append", help="a user: state key to remove, e.g. user:default_city")
     fg.add_argument("--confirm", action="store_true", help="act (without it: preview only)")

@@ -90,3 +90,15 @@ async def test_preview_then_confirm_then_unsuppress(saga: SagaHarness, temporal_
     assert any("coffee" in r for r in await recall(platform, APP, user, "filter coffee"))
     code, out, _ = await cli(saga, temporal_env, "unsuppress", "--app", APP, "--user", user, "--tombstone", tombstone)
     assert code == 1  # once only; a forget tombstone is never lifted
+
+    # issue 28, item 16: a forget can be followed by its id; --session never switches strength silently
+    filed_id = next(f.request_id for f in platform.forget_requests.of_subject(sk) if f.strength == "forget")
+    code, out, err = await cli(saga, temporal_env, "status", filed_id)
+    assert code == 0, err
+    assert f"forget {filed_id}" in out
+    assert "state completed" in out
+    code, _out, err = await cli(
+        saga, temporal_env, "forget", "--app", APP, "--user", user, "--session", "s-1", "--strength", "suppress"
+    )
+    assert code == 2
+    assert "--strength does not apply" in err
