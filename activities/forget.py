@@ -256,7 +256,14 @@ class ForgetActivities(PlatformActivities):
         probes = [*payload.probes, *payload.spans] or ["*"]
         recalled = 0
         for probe in probes:
-            recalled += sum(matcher.covers(i, text) for i, text in self._recall(app, user, probe))
+            if row.strength == "suppress":  # the suppression is the recall filter: asked through it
+                found = self._recall(app, user, probe)
+            else:  # what was deleted: the store itself, unfiltered, by the subject key (a check that can fail)
+                found = [
+                    (str(m.id), m.text)
+                    for m in self.platform.memory_store.search_subject(app, sk, probe, 50, everything=True)
+                ]
+            recalled += sum(matcher.covers(i, text) for i, text in found)
         checks.append(
             ForgetCheck(
                 "recall", recalled == 0, {"probes": len(probes), "recalled": recalled, "reingested": reingested}

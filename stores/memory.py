@@ -272,13 +272,27 @@ class MemoryStore:
 
         ``everything``: every row the user holds, whatever its state or confidence, and no hit counted: what
         a forget resolves against (a superseded or decayed belief is still the user's data to forget)."""
+        sk = subject_key(self._secret, app_name, user_id)
+        return self.search_subject(app_name, sk, query, limit, threshold=threshold, everything=everything)
+
+    def search_subject(
+        self,
+        app_name: str,
+        subject: str,
+        query: str,
+        limit: int = 10,
+        *,
+        threshold: float = SEARCH_THRESHOLD,
+        everything: bool = False,
+    ) -> list[FoundMemory]:
+        """``search`` by the subject key the rows are filed under (the raw id not needed: expiry, checks)."""
         query_vec = np.asarray(self._embedder.embed(query), dtype=np.float32)
         where = "TRUE" if everything else RECALLABLE_SQL
         with self._pool.connection() as conn:
             candidates = conn.execute(
                 f"SELECT id, embedding_sealed, embedding::text FROM memories "
                 f"WHERE app_name = %(app)s AND user_id = %(user)s AND {where}",
-                {"app": app_name, "user": subject_key(self._secret, app_name, user_id), "threshold": threshold},
+                {"app": app_name, "user": subject, "threshold": threshold},
                 binary=True,  # the sealed vectors arrive as bytes, not as hex text to parse
             ).fetchall()
             chosen = self._nearest(candidates, query_vec, limit)

@@ -315,3 +315,31 @@ async def test_forget_verification_never_re_creates_what_was_deleted(saga: SagaH
     check = next(c for v in done.verifications for c in v.checks if c.check == "reingest")
     assert check.passed
     assert check.counts["sessions"] == 2
+
+
+async def test_the_forgets_recall_check_sees_a_forgotten_row_left_in_the_store(saga: SagaHarness) -> None:
+    """Item 6: the recall check asked the fenced memory service, which already hides what a tombstone
+    covers: a forgotten row left in the store counted 0. It now reads the store by the subject key."""
+    from activities.forget import ForgetActivities
+    from stores.forget_requests import ForgetPayload
+    from workflows.forget_contracts import ForgetStep, ForgetVerifyInput
+
+    platform = saga.platform
+    user = user_ids(1, 2807, prefix="trust2")[0]
+    await saga.seed(APP, [user], seed=2807)
+    sk = subject_key(platform.config.subject_secret, APP, user)
+    item = platform.memory_store.search(APP, user, "order", 1, everything=True)[0]
+    row = platform.forget_requests.create(sk, APP, "forget", [item.id], ForgetPayload(user, probes=[item.text]))
+    acts, env = ForgetActivities(platform, b"s" * 32), ActivityEnvironment()
+    await asyncio.to_thread(env.run, acts.forget_apply, ForgetStep(row.request_id, sk, APP, "forget"))
+    verify = ForgetVerifyInput(row.request_id, sk, APP, "forget")
+    clean = await asyncio.to_thread(env.run, acts.forget_verify, verify)
+    assert next(c for c in clean.checks if c.check == "recall").passed
+    # the forgotten row written back past every fence (a replayed queue): the store holds it again
+    import uuid as _uuid
+
+    await asyncio.to_thread(platform.memory_store.insert, [NewMemory(APP, user, item.text, id=_uuid.UUID(item.id))])
+    found = await asyncio.to_thread(env.run, acts.forget_verify, verify)
+    recall = next(c for c in found.checks if c.check == "recall")
+    assert not recall.passed  # it passed: the fenced service hid the row it was meant to find
+    assert recall.counts["recalled"] >= 1
