@@ -29,7 +29,7 @@ LIMITS: dict[str, int] = {
 }
 CSP = (
     "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
-    "img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    "img-src 'self' data:; connect-src 'self'; base-uri 'none'; frame-ancestors 'none'"
 )
 RATE_LIMITED = ("/login", "/auth/callback", "/api/intake/ketch", "/api/requests/bulk")
 
@@ -38,7 +38,9 @@ def limit_for(path: str) -> int:
     return next((n for prefix, n in LIMITS.items() if path.startswith(prefix)), DEFAULT_LIMIT)
 
 
-class BodyLimit:
+class _HttpOnly:
+    """An ASGI middleware that acts on HTTP requests (``http``) and passes every other scope through."""
+
     def __init__(self, app: ASGIApp) -> None:
         self._app = app
 
@@ -46,6 +48,14 @@ class BodyLimit:
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
+        await self.http(scope, receive, send)
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raise NotImplementedError
+
+
+class BodyLimit(_HttpOnly):
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         limit = limit_for(scope["path"])
         declared = dict(scope["headers"]).get(b"content-length")
         too_large = JSONResponse({"detail": f"the body is larger than {limit} bytes"}, status_code=413)
@@ -117,14 +127,8 @@ class RateLimit:
         await self._app(scope, receive, send)
 
 
-class SecurityHeaders:
-    def __init__(self, app: ASGIApp) -> None:
-        self._app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self._app(scope, receive, send)
-            return
+class SecurityHeaders(_HttpOnly):
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         proxied = scope["path"].startswith("/temporal")
         extra = [
             (b"x-frame-options", b"DENY"),

@@ -20,6 +20,7 @@ Decisions are final, but for one: an approval may still be cancelled during its 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -110,16 +111,7 @@ class ApprovalStore:
             raise ValueError("unknown approval kind, path or decision")
         if path == "four_eyes" and decision == "approved" and requested_by == decided_by:
             raise NotApproved("four eyes: the person who filed a request cannot approve it")
-        approval = Approval(
-            request_id,
-            subject_key,
-            kind,
-            path,
-            decision,
-            requested_by,
-            decided_by,
-            datetime.now(UTC),
-        )
+        approval = Approval(request_id, subject_key, kind, path, decision, requested_by, decided_by, datetime.now(UTC))
         signature = self._signer.sign(approval)
         with self._pool.connection() as conn:
             row = conn.execute(
@@ -131,17 +123,7 @@ class ApprovalStore:
                 "AND request_approvals.requested_by = EXCLUDED.requested_by "
                 "AND request_approvals.path = EXCLUDED.path AND request_approvals.kind = EXCLUDED.kind "
                 "RETURNING request_id",
-                (
-                    request_id,
-                    subject_key,
-                    kind,
-                    path,
-                    decision,
-                    requested_by,
-                    decided_by,
-                    approval.decided_at,
-                    signature,
-                ),
+                (*dataclasses.astuple(approval), signature),
             ).fetchone()
         if row is not None:
             return approval

@@ -9,6 +9,7 @@ from typing import Any
 
 from stores.adapters.interface import Beat, Bound, EraseAdapter, Remaining, Subject, Swept
 from stores.adapters.registry import AdapterRegistry
+from stores.approvals import Kind
 from stores.identity import subject_key
 from stores.platform import Platform
 from stores.request_record import RequestRecord
@@ -93,3 +94,17 @@ def open_request(platform: Platform, app: str, user: str) -> Subject:
         reason=None,
     )
     return Subject(request_id, sk, app, user)
+
+
+def record_approval(platform: Platform, request_id: str, sk: str, kind: Kind = "erasure") -> None:
+    """An operator's single-person approval, as the CLI records it: the worker's approval gate lets the
+    request's own workflow run (tests that start a workflow directly to exercise what comes after)."""
+    platform.approvals.record(
+        request_id=request_id,
+        subject_key=sk,
+        kind=kind,
+        path="single_person",
+        decision="approved",
+        requested_by="act_test",
+        decided_by="act_test",
+    )

@@ -19,6 +19,7 @@ from stores.artifacts import session_prefix
 from stores.fingerprint import snapshot, user_snapshot
 from stores.identity import subject_key
 from stores.logs import LogLine
+from tests.adapter_wrap import record_approval
 from tests.forget_fixtures import ingest, make_sessions, recall
 from tests.integration.test_privacy import history_texts
 from tests.saga_harness import SagaHarness
@@ -291,15 +292,7 @@ async def test_a_forget_that_fails_for_good_ends_failed_and_drops_its_payload(sa
     rows = platform.memory_store.rows_of(APP, user)
     ids = [str(r[0]) for r in rows][:1]
     row = platform.forget_requests.create(wrong, APP, "forget", ids, ForgetPayload(user, ["I live in Pune"]))
-    platform.approvals.record(  # approved (the gate lets it through): the activities' own check is what fails
-        request_id=row.request_id,
-        subject_key=wrong,
-        kind="forget",
-        path="single_person",
-        decision="approved",
-        requested_by="act_test",
-        decided_by="act_test",
-    )
+    record_approval(platform, row.request_id, wrong, "forget")  # the gate lets it by: the activities' check fails
     handle = await saga.client.start_workflow(
         FORGET_WORKFLOW,
         ForgetInput(row.request_id, wrong, APP, "forget", ids),

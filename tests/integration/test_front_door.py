@@ -27,8 +27,8 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 from stores.identity import subject_key
 from stores.seeder import user_ids
+from tests.adapter_wrap import open_request
 from tests.saga_harness import SagaHarness
-from workers.service import new_request_id
 from workflows import error_types
 from workflows.contracts import ERASURE_WORKFLOW, ApprovalPolicy, ErasureInput, PlanStep, workflow_id
 from workflows.forget_contracts import FORGET_WORKFLOW, ForgetInput, forget_workflow_id
@@ -114,21 +114,10 @@ async def test_a_forged_start_of_a_pending_request_is_refused_before_the_fence(s
     assert saga.platform.requests.get(request_id).state == "pending_approval"  # its state not moved either
 
     # a request row of its own, never approved, started under the request's own workflow id
-    other = new_request_id()
-    now = datetime.now(UTC)
     victim = users[1]
     victim_rows = len(saga.platform.memory_store.rows_of(APP, victim))
-    victim_sk = subject_key(saga.platform.config.subject_secret, APP, victim)
-    saga.platform.requests.create(
-        request_id=other,
-        subject_key=victim_sk,
-        app_name=APP,
-        user_id=victim,
-        received_at=now,
-        due_at=now + timedelta(days=30),
-        requested_by=None,
-        reason=None,
-    )
+    opened = open_request(saga.platform, APP, victim)  # filed, never approved
+    other, victim_sk = opened.request_id, opened.subject_key
     own_id = await saga.client.start_workflow(
         ERASURE_WORKFLOW,
         _forged(saga, other, victim_sk),

@@ -21,8 +21,8 @@ from activities.late_sweep import LateSweepActivities
 from stores.identity import subject_key
 from stores.memory import NewMemory
 from stores.seeder import user_ids
+from tests.adapter_wrap import open_request, record_approval
 from tests.saga_harness import SagaHarness
-from workers.service import new_request_id
 from workflows import error_types
 from workflows.contracts import ERASURE_WORKFLOW, ErasureInput, PlanStep, SweepSubjectInput, workflow_id
 
@@ -42,27 +42,9 @@ async def test_a_store_holding_data_that_the_plan_leaves_out_fails_the_request_c
     # what a CLI or console configured without the response cache files: a plan without that store
     plan = [PlanStep(p.name, [a for a in p.after if a != "response_cache"], p.batched) for p in platform.adapters.plan]
     plan = [p for p in plan if p.name != "response_cache"]
-    request_id, now = new_request_id(), datetime.now(UTC)
-    platform.requests.create(
-        request_id=request_id,
-        subject_key=sk,
-        app_name=APP,
-        user_id=target,
-        received_at=now,
-        due_at=now + timedelta(days=30),
-        requested_by=None,
-        reason=None,
-    )
+    request_id, now = open_request(platform, APP, target).request_id, datetime.now(UTC)
     platform.requests.merge_record(request_id, stores=[p.name for p in plan])
-    platform.approvals.record(
-        request_id=request_id,
-        subject_key=sk,
-        kind="erasure",
-        path="single_person",
-        decision="approved",
-        requested_by="act_cli",
-        decided_by="act_cli",
-    )
+    record_approval(platform, request_id, sk)
     handle = await saga.client.start_workflow(
         ERASURE_WORKFLOW,
         ErasureInput(request_id, sk, APP, now.isoformat(), (now + timedelta(days=30)).isoformat(), 0, plan=plan),
