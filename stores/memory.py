@@ -509,13 +509,17 @@ class MemoryEraser:
                 conn.execute("DELETE FROM memories WHERE id = ANY(%s)", (derived[start : start + self._batch],))
             if own or derived:
                 conn.execute(
-                    "INSERT INTO erased_memories (subject_key, memory_id, request_id) "
-                    "SELECT %s, given.id, %s FROM unnest(%s::uuid[]) AS given(id) ON CONFLICT DO NOTHING",
-                    (subject, request_id, [*own, *derived]),
+                    "INSERT INTO erased_memories (subject_key, memory_id, request_id, derived) "
+                    "SELECT %s, given.id, %s, given.derived "
+                    "FROM unnest(%s::uuid[], %s::boolean[]) AS given(id, derived) ON CONFLICT DO NOTHING",
+                    (subject, request_id, [*own, *derived], [False] * len(own) + [True] * len(derived)),
                 )
-        return MemoryErasure(
-            rows=len(own), derived=len(derived), derived_ids=sorted(str(i) for i in derived), held=len(held)
-        )
+            # this request's derived rows, those of an earlier attempt too (killed before it could record them)
+            recorded = conn.execute(
+                "SELECT memory_id FROM erased_memories WHERE request_id = %s AND derived", (request_id,)
+            ).fetchall()
+        derived_ids = sorted({str(i) for i in derived} | {str(r[0]) for r in recorded})
+        return MemoryErasure(rows=len(own), derived=len(derived), derived_ids=derived_ids, held=len(held))
 
     def count_user(self, subject: str, session_refs: Sequence[str]) -> tuple[int, int]:
         with self._pool.connection() as conn:

@@ -325,3 +325,25 @@ async def test_the_forgets_recall_check_sees_a_forgotten_row_left_in_the_store(s
     recall = next(c for c in found.checks if c.check == "recall")
     assert not recall.passed  # it passed: the fenced service hid the row it was meant to find
     assert recall.counts["recalled"] >= 1
+
+
+async def test_a_memory_step_killed_after_its_delete_still_lists_the_derived_rows(saga: SagaHarness) -> None:
+    """Found by the crash drill under load: the memory step recorded the derived ids after its deleting
+    transaction committed; a worker killed in between lost them, so the receipt listed none while another
+    user's derived summary was gone. The deleting transaction now marks them, and the retry reads them back."""
+    platform = saga.platform
+    a, b = user_ids(2, 2808, prefix="trust2")
+    for n, user in enumerate((a, b)):
+        await saga.seed(APP, [user], seed=2808 + n)
+    summary = platform.memory_store.summarise(APP, b, [r[0] for r in platform.memory_store.rows_of(APP, a)][:2])
+    subject = open_request(platform, APP, a)
+    refs: list[str] = []
+    # the first attempt: its transaction commits, then the worker dies before recording anything
+    first = await asyncio.to_thread(
+        platform.memory.erase_user, subject.subject_key, refs, request_id=subject.request_id
+    )
+    assert str(summary) in first.derived_ids
+    # the retry: the adapter's erase, which records what the step removed
+    counts = await asyncio.to_thread(platform.adapters.get("memory").erase, subject, {}, lambda _d: None)
+    assert counts["derived_rows"] == 0  # nothing left to delete this time
+    assert str(summary) in (platform.requests.record(subject.request_id).derived_removed or [])
