@@ -107,7 +107,11 @@ class ForgetActivities(PlatformActivities):
             # earlier attempt of this request may have deleted rows before the hold came: said, in the details
             raise ApplicationError(
                 "a legal hold is active on the subject",
-                {"deleted_before_hold": self._deleted_by(sk, row.request_id)},
+                {
+                    "deleted_before_hold": ItemForgetter(self.platform.pool, self.platform.forgetting).recorded(
+                        sk, row.request_id
+                    )
+                },
                 type=error_types.LEGAL_HOLD,
                 non_retryable=True,
             )
@@ -149,15 +153,6 @@ class ForgetActivities(PlatformActivities):
             "refused_ids": outcome.refused_ids,
         }
         return ForgetApplied(counts, outcome.derived_ids)
-
-    def _deleted_by(self, subject_key: str, request_id: str) -> int:
-        """Memory rows this request deleted already (recorded in the deleting transaction)."""
-        with self.platform.pool.connection() as conn:
-            row = conn.execute(
-                "SELECT count(*) FROM erased_memories WHERE subject_key = %s AND request_id = %s",
-                (subject_key, request_id),
-            ).fetchone()
-        return int(row[0]) if row else 0
 
     def _journal(self, row: ForgetRequestRow, outcome: ForgetOutcome, items: list[str] | None = None) -> None:
         """Keep the forget in the lifecycle journal (outside the database), so a restore replays it."""

@@ -154,7 +154,8 @@ class RequestActivities(PlatformActivities):
         """Final state, erasure ledger entry, and the raw user id forgotten (idempotent)."""
         completed = datetime.fromisoformat(inp.completed_at)
         requests = self.platform.requests
-        found = requests.record(inp.request_id).found_at_start
+        record = requests.record(inp.request_id)
+        found = record.found_at_start
         state = inp.status
         if state == "completed" and found is not None and not any(found.values()):
             state = "nothing_found"  # said in words: the platform held nothing for this id, nothing was erased
@@ -162,7 +163,7 @@ class RequestActivities(PlatformActivities):
         if inp.status != "completed":  # the subject's notice is sent for a completed erasure only
             requests.forget_contact(inp.request_id)
         if inp.status != "failed":
-            shredded = requests.record(inp.request_id).keys_shredded_at
+            shredded = record.keys_shredded_at
             self.platform.ledger.record_erasure(
                 inp.request_id,
                 inp.subject_key,

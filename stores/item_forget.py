@@ -106,7 +106,7 @@ class ItemForgetter:
                     "UPDATE user_states SET state = state - %s::text[] WHERE app_name = %s AND user_id = ANY(%s)",
                     (bare, app_name, sorted({subject_key, user_id})),
                 )
-        recorded = self._recorded(subject_key, request_id)
+        recorded = self.recorded(subject_key, request_id)
         return ForgetOutcome(
             tombstone_id=tombstone_id,
             items=len(mine),
@@ -117,7 +117,8 @@ class ItemForgetter:
             held=len(held),
         )
 
-    def _recorded(self, subject_key: str, request_id: str) -> int:
+    def recorded(self, subject_key: str, request_id: str) -> int:
+        """Memory rows the request deleted so far (``erased_memories``, written in each deleting transaction)."""
         with self._pool.connection() as conn:
             row = conn.execute(
                 "SELECT count(*) FROM erased_memories WHERE subject_key = %s AND request_id = %s",
