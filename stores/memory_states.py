@@ -19,6 +19,7 @@ from psycopg_pool import ConnectionPool
 
 from stores.memory import DECAYED_SQL
 from stores.memory_lifecycle import EvictionCandidate
+from stores.owner_holds import partition_by_hold
 
 #: rows whose provenance names one of the given ids (one GIN probe per id)
 _DERIVED = "SELECT m.id FROM unnest(%s::uuid[]) AS given(id) JOIN memories m ON m.derived_from @> ARRAY[given.id]"
@@ -35,10 +36,72 @@ def derived_closure(conn: Connection[tuple[Any, ...]], ids: Sequence[uuid.UUID])
     return derived
 
 
+_LIVE = ("active", "challenged")
+
+
+def _in_states(
+    conn: Connection[tuple[Any, ...]], ids: Sequence[uuid.UUID], states: Sequence[str], subject_key: str | None = None
+) -> list[uuid.UUID]:
+    """Those of ``ids`` in one of ``states`` (and filed under ``subject_key`` when given), in the given order."""
+    if not ids:
+        return []
+    found = {
+        r[0]
+        for r in conn.execute(
+            "SELECT id FROM memories WHERE id = ANY(%s) AND state = ANY(%s) AND (%s::text IS NULL OR subject_key = %s)",
+            (list(ids), list(states), subject_key, subject_key),
+        ).fetchall()
+    }
+    return [i for i in ids if i in found]
+
+
+def _settle(conn: Connection[tuple[Any, ...]], subject_key: str, settled: Sequence[uuid.UUID]) -> list[uuid.UUID]:
+    """Undo exactly what the contradictions raised by ``settled`` (rows now superseded) marked: each row
+    challenged by one of them loses those ids from ``challenged_by`` and is active again once none is left.
+    The subject's rows are found by the subject key index; rows of other owners marked by a contradiction
+    recorded before contradictions stayed within the subject (a summary under another user drawn from a
+    restored row) through the provenance index. Returns the held rows kept as they were
+    (``partition_by_hold``)."""
+    if not settled:
+        return []
+    own = [
+        r[0]
+        for r in conn.execute(
+            "SELECT id FROM memories WHERE subject_key = %s AND state = 'challenged' AND challenged_by && %s::uuid[] "
+            "ORDER BY id",
+            (subject_key, list(settled)),
+        ).fetchall()
+    ]
+    others = [
+        r[0]
+        for r in conn.execute(
+            "SELECT id FROM memories WHERE id = ANY(%s) AND subject_key <> %s AND state = 'challenged' "
+            "AND challenged_by && %s::uuid[] ORDER BY id",
+            (derived_closure(conn, own), subject_key, list(settled)),
+        ).fetchall()
+    ]
+    free, held = partition_by_hold(conn, [*own, *others])
+    if free:
+        conn.execute(
+            "UPDATE memories SET challenged_by = ARRAY(SELECT c FROM unnest(challenged_by) AS c "
+            "WHERE c <> ALL(%s::uuid[])), state = CASE WHEN challenged_by <@ %s::uuid[] THEN 'active' "
+            "ELSE 'challenged' END WHERE id = ANY(%s)",
+            (list(settled), list(settled), free),
+        )
+    return held
+
+
 @dataclass(frozen=True)
 class Superseded:
     ids: list[str]  # the subject's own rows now superseded
     derived_ids: list[str]  # summaries and other rows derived from them, retired with them
+    held_ids: list[str] = field(default_factory=list)  # rows of held owners that would have changed: kept
+
+
+@dataclass(frozen=True)
+class Challenged:
+    ids: list[str]  # the subject's own rows now challenged
+    held: list[str]  # rows of a held owner that would have changed: kept as they were
 
 
 @dataclass(frozen=True)
@@ -91,64 +154,83 @@ class MemoryStates:
 
     def supersede(self, subject_key: str, old_ids: Sequence[str], new_id: str) -> Superseded:
         """Mark the subject's live rows ``old_ids`` superseded by ``new_id`` (kept as evidence, linked both
-        ways), and retire the rows derived from them (a summary quoting the old belief stops being recalled).
-        Another user's row is never touched whatever id is given. Idempotent."""
+        ways), and retire the rows derived from them (a summary quoting the old belief stops being recalled),
+        whoever they are filed under. The correction settles the challenges the superseded rows raised: what
+        those contradictions marked becomes active again once nothing else challenges it. Every row about to
+        change goes through ``partition_by_hold`` in this transaction: a held owner's rows are kept as they
+        are and returned as ``held_ids``. Another user's row is never superseded whatever id is given.
+        Idempotent."""
         ids = [uuid.UUID(i) for i in old_ids]
+        new = uuid.UUID(new_id)
         with self._pool.connection() as conn, conn.transaction():
-            own = [
+            named = [
                 r[0]
                 for r in conn.execute(
-                    "UPDATE memories SET state = 'superseded', superseded_by = %s WHERE subject_key = %s "
-                    "AND id = ANY(%s) AND id <> %s AND state IN ('active', 'challenged', 'superseded') RETURNING id",
-                    (uuid.UUID(new_id), subject_key, ids, uuid.UUID(new_id)),
+                    "SELECT id FROM memories WHERE subject_key = %s AND id = ANY(%s) AND id <> %s "
+                    "AND state IN ('active', 'challenged', 'superseded') ORDER BY id",
+                    (subject_key, ids, new),
                 ).fetchall()
             ]
-            derived = [d for d in derived_closure(conn, own) if d != uuid.UUID(new_id)]
+            drawn = [d for d in derived_closure(conn, named) if d != new]
+            _free, held = partition_by_hold(conn, [*named, *_in_states(conn, drawn, _LIVE)])
+            kept = set(held)
+            own = [i for i in named if i not in kept]
+            derived = [d for d in drawn if d not in kept]  # retired now, or already (a retry lists them again)
+            if own:
+                conn.execute(
+                    "UPDATE memories SET state = 'superseded', superseded_by = %s WHERE id = ANY(%s) "
+                    "AND state IN ('active', 'challenged', 'superseded')",
+                    (new, own),
+                )
             if derived:
                 conn.execute(
                     "UPDATE memories SET state = 'superseded' WHERE id = ANY(%s) AND state IN ('active', 'challenged')",
                     (derived,),
                 )
-            # a challenge the correction settles: its other side becomes active again
-            conn.execute(
-                "UPDATE memories SET state = 'active', challenged_by = '{}' WHERE subject_key = %s "
-                "AND state = 'challenged' AND challenged_by && %s::uuid[]",
-                (subject_key, own),
-            )
-        return Superseded(sorted(str(i) for i in own), sorted(str(i) for i in derived))
+            held += _settle(conn, subject_key, own)
+        return Superseded(sorted(str(i) for i in own), sorted(str(i) for i in derived), sorted({str(i) for i in held}))
 
-    def challenge(self, subject_key: str, old_ids: Sequence[str], by_id: str) -> list[str]:
+    def challenge(self, subject_key: str, old_ids: Sequence[str], by_id: str) -> Challenged:
         """Mark the subject's active rows ``old_ids`` challenged by ``by_id`` (and ``by_id`` by them), with the
-        rows derived from them: neither side is used as settled fact (no preload) until a correction supersedes
-        one of them, which makes the other side (and what was drawn from it) active again."""
+        subject's own rows derived from them: neither side is used as settled fact (no preload) until a
+        correction supersedes one of them, which makes the other side (and what was drawn from it) active
+        again. A contradiction is the subject's: a row filed under another user (a summary drawn from the
+        disputed belief included) is never changed. The rows about to change go through
+        ``partition_by_hold``: a held owner's are kept as they are and returned as ``held``."""
         ids = [uuid.UUID(i) for i in old_ids]
         by = uuid.UUID(by_id)
         with self._pool.connection() as conn, conn.transaction():
-            marked = [
+            named = [
                 r[0]
                 for r in conn.execute(
-                    "UPDATE memories SET state = 'challenged', challenged_by = "
-                    "ARRAY(SELECT DISTINCT c FROM unnest(challenged_by || ARRAY[%s::uuid]) AS c) "
-                    "WHERE subject_key = %s AND id = ANY(%s) AND id <> %s AND state IN ('active', 'challenged') "
-                    "RETURNING id",
-                    (by, subject_key, ids, by),
+                    "SELECT id FROM memories WHERE subject_key = %s AND id = ANY(%s) AND id <> %s "
+                    "AND state IN ('active', 'challenged') ORDER BY id",
+                    (subject_key, ids, by),
                 ).fetchall()
             ]
+            if not named:
+                return Challenged([], [])
+            # a summary drawn from a disputed belief is no more settled than the belief: the subject's own
+            derived = _in_states(conn, [d for d in derived_closure(conn, named) if d != by], _LIVE, subject_key)
+            writer = _in_states(conn, [by], _LIVE, subject_key)
+            _free, held = partition_by_hold(conn, [*named, *writer, *derived])
+            kept = set(held)
+            marked = [i for i in named if i not in kept]
+            if not marked:
+                return Challenged([], sorted(str(i) for i in held))
             conn.execute(
-                "UPDATE memories SET state = 'challenged', challenged_by = %s WHERE subject_key = %s AND id = %s "
+                "UPDATE memories SET state = 'challenged', challenged_by = "
+                "ARRAY(SELECT DISTINCT c FROM unnest(challenged_by || ARRAY[%s::uuid]) AS c) WHERE id = ANY(%s) "
                 "AND state IN ('active', 'challenged')",
-                (marked, subject_key, by),
+                (by, [*marked, *(d for d in derived if d not in kept)]),
             )
-            # a summary drawn from a disputed belief is no more settled than the belief
-            derived = [d for d in derived_closure(conn, marked) if d != by]
-            if derived:
+            if writer and by not in kept:
                 conn.execute(
-                    "UPDATE memories SET state = 'challenged', challenged_by = "
-                    "ARRAY(SELECT DISTINCT c FROM unnest(challenged_by || ARRAY[%s::uuid]) AS c) "
-                    "WHERE id = ANY(%s) AND state IN ('active', 'challenged')",
-                    (by, derived),
+                    "UPDATE memories SET state = 'challenged', challenged_by = %s WHERE id = %s "
+                    "AND state IN ('active', 'challenged')",
+                    (marked, by),
                 )
-        return sorted(str(i) for i in marked)
+        return Challenged(sorted(str(i) for i in marked), sorted(str(i) for i in held))
 
     def usage(self, subject_key: str) -> Usage:
         with self._pool.connection() as conn:

@@ -3,7 +3,11 @@
 - A write that ``supersedes`` rows (a correction) marks them superseded, linked to it as their evidence; rows
   derived from them retire with them; cached responses that quote the old belief are removed; the transition
   is journalled (a restore replays it).
-- A write that ``contradicts`` rows marks both sides challenged: neither is preloaded as settled fact.
+- A write that ``contradicts`` rows marks both sides challenged (the subject's own rows only, with the
+  subject's rows derived from them): neither is preloaded as settled fact; the correction that supersedes
+  one side restores exactly what the contradiction marked.
+- Every row about to change goes through ``partition_by_hold`` first: a held owner's rows are kept as they
+  are and counted (``counts["held"]``).
 - The per-user caps (records, tokens) are enforced: expired rows go first, then the lowest blended score,
   never a pinned row (``memory_lifecycle.victims``), and nothing while a legal hold is active on the user.
   An evicted row is deleted with its embedding; eviction is logged, counted and journalled. Eviction is not
@@ -66,7 +70,13 @@ class MemoryUpkeep:
         self._cache = cache
         self._held = held  # whether a legal hold is active on a subject: a hold preserves, nothing is evicted
         self._lock = threading.Lock()
-        self.counts: dict[str, int] = {"superseded": 0, "challenged": 0, "evicted": 0, "cached_responses": 0}
+        self.counts: dict[str, int] = {
+            "superseded": 0,
+            "challenged": 0,
+            "evicted": 0,
+            "cached_responses": 0,
+            "held": 0,  # rows that would have changed, kept because their owner is under a legal hold
+        }
 
     def _count(self, key: str, n: int) -> None:
         with self._lock:
@@ -81,14 +91,18 @@ class MemoryUpkeep:
                 self.supersede(subject, app_name, [str(i) for i in row.supersedes], str(row.id))
             if row.challenged_by:
                 marked = self._states.challenge(subject, [str(i) for i in row.challenged_by], str(row.id))
-                self._count("challenged", len(marked))
-                log.info("memory_challenged", subject_key=subject, rows=len(marked))
+                self._count("challenged", len(marked.ids))
+                self._count("held", len(marked.held))
+                log.info("memory_challenged", subject_key=subject, rows=len(marked.ids), held=len(marked.held))
         if inserted or written.reinforced:
             self.enforce(subject, app_name)
 
     def supersede(self, subject: str, app_name: str, old_ids: Sequence[str], new_id: str) -> list[str]:
         old_texts = self._store.texts_of(subject, old_ids)
         done = self._states.supersede(subject, old_ids, new_id)
+        self._count("held", len(done.held_ids))
+        if done.held_ids:
+            log.info("memory_supersession_held", subject_key=subject, rows=len(done.held_ids))
         if not done.ids:
             return []
         self._count("superseded", len(done.ids))
