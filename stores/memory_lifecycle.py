@@ -5,8 +5,10 @@
 - **Retention classes** name how long a purpose needs a row; the expiry is fixed at capture.
 - **Decay** (seed 000): confidence halves every half-life of its tier since it was last reinforced. Preload
   uses rows above ``PRELOAD_THRESHOLD``, search above ``SEARCH_THRESHOLD``; below that a row waits for review.
-- **Eviction** (seed 001): per-user caps (records, tokens); the victims are expired rows first, then the
-  lowest blended score (recency half-life, log-scaled frequency, importance), never a pinned row.
+- **Eviction** (seed 001): per-user caps (records, tokens) over the live rows; the victims are the lowest
+  blended score (recency half-life, log-scaled frequency, importance), never a pinned row and never a row
+  past its retention: expiry goes through the forgetting path (tombstone, derived rows, receipt), so eviction
+  leaves those rows to the expiry sweep and does not count them against the caps.
 """
 
 from __future__ import annotations
@@ -111,15 +113,11 @@ def score(c: EvictionCandidate, now: datetime, half_life: timedelta) -> float:
 
 
 def victims(candidates: Sequence[EvictionCandidate], caps: Caps, now: datetime) -> list[tuple[str, str]]:
-    """(id, why) of the rows to evict so the user is within both caps: expired rows first (``expired``),
-    then the lowest scores (``capacity``); pinned rows are never chosen, even when the caps stay exceeded."""
+    """(id, why) of the rows to evict so the user's live rows are within both caps: the lowest scores
+    (``capacity``). Pinned rows are never chosen, even when the caps stay exceeded; rows past their retention
+    are neither chosen nor counted (the expiry sweep forgets them, with a tombstone and a receipt)."""
     out: list[tuple[str, str]] = []
-    live: list[EvictionCandidate] = []
-    for c in candidates:
-        if not c.pinned and c.expires_at is not None and c.expires_at <= now:
-            out.append((c.id, "expired"))
-        else:
-            live.append(c)
+    live = [c for c in candidates if c.expires_at is None or c.expires_at > now]
     live.sort(key=lambda c: (score(c, now, caps.half_life), c.created_at, c.id))
     count = len(live)
     tokens = sum(c.tokens for c in live)

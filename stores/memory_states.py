@@ -1,5 +1,7 @@
 """State transitions of memory rows: supersede, challenge, evict, find expired rows, and list for an operator.
 
+Every row about to change goes through ``stores.owner_holds.partition_by_hold`` in the changing transaction.
+
 Every statement is by the subject key index, an id, the provenance indexes or the partial expiry index:
 cost follows the user's rows (or the expired rows), never the table. Transitions that retire content are
 also written to the lifecycle journal (``stores.lifecycle_journal``) by the caller, so a restored backup
@@ -102,6 +104,12 @@ class Superseded:
 class Challenged:
     ids: list[str]  # the subject's own rows now challenged
     held: list[str]  # rows of a held owner that would have changed: kept as they were
+
+
+@dataclass(frozen=True)
+class Evicted:
+    ids: list[str]  # the rows deleted
+    held: list[str]  # rows chosen whose owner is under a legal hold: kept
 
 
 @dataclass(frozen=True)
@@ -250,15 +258,25 @@ class MemoryStates:
             EvictionCandidate(str(r[0]), r[1], r[2], int(r[3]), float(r[4]), bool(r[5]), int(r[6]), r[7]) for r in rows
         ]
 
-    def evict(self, subject_key: str, ids: Sequence[str]) -> list[str]:
+    def evict(self, subject_key: str, ids: Sequence[str]) -> Evicted:
         """Delete the subject's unpinned rows ``ids`` (the embedding is in the row). Eviction is not erasure:
-        rows derived from them stay, no tombstone is placed, a new copy may be written again."""
-        with self._pool.connection() as conn:
-            rows = conn.execute(
-                "DELETE FROM memories WHERE subject_key = %s AND id = ANY(%s) AND NOT pinned RETURNING id",
-                (subject_key, [uuid.UUID(i) for i in ids]),
-            ).fetchall()
-        return sorted(str(r[0]) for r in rows)
+        rows derived from them stay, no tombstone is placed, a new copy may be written again. So a row past its
+        retention is never evicted: the expiry sweep forgets it (tombstone, derived rows, receipt). The rows
+        go through ``partition_by_hold`` in the deleting transaction: a held owner's are kept (``held``)."""
+        with self._pool.connection() as conn, conn.transaction():
+            chosen = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT id FROM memories WHERE subject_key = %s AND id = ANY(%s) AND NOT pinned "
+                    "AND (expires_at IS NULL OR expires_at > now()) ORDER BY id FOR UPDATE",
+                    (subject_key, [uuid.UUID(i) for i in ids]),
+                ).fetchall()
+            ]
+            free, held = partition_by_hold(conn, chosen)
+            rows = (
+                conn.execute("DELETE FROM memories WHERE id = ANY(%s) RETURNING id", (free,)).fetchall() if free else []
+            )
+        return Evicted(sorted(str(r[0]) for r in rows), sorted(str(i) for i in held))
 
     def expired(self, now: datetime, limit: int, after: tuple[datetime, str] | None = None) -> list[ExpiredRow]:
         """Rows whose retention ended by ``now``, in (expiry, id) order after ``after``: the partial expiry

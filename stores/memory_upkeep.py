@@ -8,10 +8,12 @@
   one side restores exactly what the contradiction marked.
 - Every row about to change goes through ``partition_by_hold`` first: a held owner's rows are kept as they
   are and counted (``counts["held"]``).
-- The per-user caps (records, tokens) are enforced: expired rows go first, then the lowest blended score,
-  never a pinned row (``memory_lifecycle.victims``), and nothing while a legal hold is active on the user.
-  An evicted row is deleted with its embedding; eviction is logged, counted and journalled. Eviction is not
-  erasure: it gives no guarantee about copies elsewhere.
+- The per-user caps (records, tokens) are enforced on the live rows: the lowest blended score goes, never a
+  pinned row and never a row past its retention (``memory_lifecycle.victims``): the expiry sweep forgets
+  those through the forgetting path (tombstone, derived rows, receipt). Nothing is evicted while a legal
+  hold is active on the user, and the store checks the hold again in the deleting transaction. An evicted
+  row is deleted with its embedding; eviction is logged, counted and journalled. Eviction is not erasure:
+  it gives no guarantee about copies elsewhere.
 
 Cost: one count by the subject key index per write, and the subject's rows only when a cap is exceeded.
 """
@@ -136,12 +138,14 @@ class MemoryUpkeep:
         chosen = victims(self._states.eviction_candidates(subject), self.caps, datetime.now(UTC))
         if not chosen:
             return []
-        evicted = self._states.evict(subject, [i for i, _ in chosen])
-        if not evicted:
+        done = self._states.evict(subject, [i for i, _ in chosen])
+        self._count("held", len(done.held))
+        if done.held:
+            log.info("memory_eviction_held", subject_key=subject, rows=len(done.held))
+        if not done.ids:
             return []
-        self._count("evicted", len(evicted))
+        self._count("evicted", len(done.ids))
         if self._journal is not None:
-            self._journal.record(LifecycleEntry("evicted", subject, app_name, evicted))
-        why = {w: sum(1 for _, x in chosen if x == w) for w in {x for _, x in chosen}}
-        log.info("memory_evicted", subject_key=subject, rows=len(evicted), **why)
-        return evicted
+            self._journal.record(LifecycleEntry("evicted", subject, app_name, done.ids))
+        log.info("memory_evicted", subject_key=subject, rows=len(done.ids))
+        return done.ids

@@ -20,9 +20,17 @@ from google.genai import types
 
 from stores.fingerprint import snapshot
 from stores.identity import subject_key
+from stores.memory_lifecycle import Caps
+from stores.memory_service import FencedMemoryService, PostgresMemoryService
 from stores.memory_upkeep import MemoryUpkeep
 from stores.platform import Platform
+from tests.saga_harness import SagaHarness
 from tests.untouched import assert_untouched as compare
+from verifier.receipt import signing_key, verify
+from verifier.receipt_activity import load_receipt
+from workers.local_secrets import load_secrets
+from workflows.expiry import ExpirySweepWorkflow
+from workflows.expiry_contracts import ExpiryInput
 
 pytestmark = pytest.mark.integration
 
@@ -157,3 +165,94 @@ def test_a_correction_restores_another_users_summary_a_contradiction_marked_befo
         untouched()
 
     asyncio.run(scenario())
+
+
+# ----- item 4: eviction and retention expiry ---------------------------------------------------------
+
+
+def _capped(platform: Platform, caps: Caps, held: Callable[[str], bool]) -> tuple[MemoryUpkeep, FencedMemoryService]:
+    """The platform's fenced service with its own upkeep (caps, and the caller's hold check)."""
+    secret = platform.config.subject_secret
+    upkeep = MemoryUpkeep(platform.memory_store, platform.memory_states, caps, platform.lifecycle_journal, held=held)
+    service = FencedMemoryService(
+        PostgresMemoryService(platform.memory_store, secret), platform.ledger, secret, platform.forgetting, upkeep
+    )
+    return upkeep, service
+
+
+def _present(platform: Platform, ids: Sequence[str]) -> list[str]:
+    with platform.pool.connection() as conn:
+        rows = conn.execute("SELECT id FROM memories WHERE id = ANY(%s::uuid[])", (list(ids),)).fetchall()
+    return sorted(str(r[0]) for r in rows)
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_eviction_leaves_an_expired_row_to_the_expiry_sweep_which_forgets_it_with_its_derived_rows(
+    saga: SagaHarness,
+) -> None:
+    """Over a cap, eviction deleted every expired unpinned row (no tombstone, no receipt, derived rows kept,
+    another user's summary too) and the expiry sweep then found nothing. Now the row stays until the sweep,
+    which forgets it like a person's forget: tombstone, derived rows (listed), signed receipt."""
+    platform = saga.platform
+    user, other = _users("capped-traveller", "neighbour")
+    sk = subject_key(platform.config.subject_secret, APP, user)
+    upkeep, service = _capped(platform, Caps(max_records=2), lambda s: platform.requests.active_hold(s) is not None)
+
+    async def put(text: str, **meta: object) -> str:
+        before = {str(r) for r, _ in platform.memory_store.rows_of(APP, user)}
+        await service.add_memory(app_name=APP, user_id=user, memories=[_entry(text, **meta)], custom_metadata=TRAVEL)
+        new = [str(r) for r, _ in platform.memory_store.rows_of(APP, user) if str(r) not in before]
+        return new[0] if new else ""
+
+    tour = await put("Booked the Lisbon tram tour", retention="working_context")
+    with platform.pool.connection() as conn:  # its retention ended an hour ago
+        conn.execute("UPDATE memories SET expires_at = now() - interval '1 hour' WHERE id = %s", (tour,))
+    theirs = _summary(platform, other, [tour])
+    untouched = _untouched(platform, [other])
+    for text in ("I prefer quiet hotels", "hello there", "My passport expires in 2031"):
+        await put(text)
+    held = platform.memory_store.texts_of(sk, [str(r) for r, _ in platform.memory_store.rows_of(APP, user)])
+    assert "Booked the Lisbon tram tour" in held  # past its retention: left for the expiry sweep
+    assert "hello there" not in held  # the lowest score goes: the live rows are within the cap
+    assert len(held) == 3
+    assert upkeep.counts["evicted"] == 1
+    untouched()  # eviction leaves another user's rows alone
+
+    wid = f"expiry-promises-{uuid.uuid4().hex[:8]}"
+    await asyncio.wait_for(
+        saga.client.execute_workflow(
+            ExpirySweepWorkflow.run, ExpiryInput(page_size=50), id=wid, task_queue=saga.settings.task_queue
+        ),
+        240,
+    )
+    requests = platform.forget_requests.of_subject(sk)
+    assert [(r.reason, r.state, r.memory_ids) for r in requests] == [("retention_expiry", "completed", [tour])]
+    document = load_receipt(platform, requests[0].request_id)
+    assert document is not None
+    body = verify(document, signing_key(load_secrets(saga.settings).signing_key).public_key())
+    assert body["status"] == "completed"
+    assert body["derived_rows_removed"] == [theirs]
+    assert _present(platform, [tour, theirs]) == []
+    assert platform.forgetting.live(sk)  # a tombstone: the tour cannot come back
+
+
+def test_eviction_keeps_the_rows_of_a_held_owner_whatever_the_caller_checked(platform: Platform) -> None:
+    """The caller's hold check ran before the hold was placed (``held`` says no): eviction itself passes the
+    rows it deletes through ``partition_by_hold`` in the deleting transaction, keeps them and counts them."""
+    (user,) = _users("held-late")
+    sk = subject_key(platform.config.subject_secret, APP, user)
+    upkeep, service = _capped(platform, Caps(max_records=2), lambda s: False)
+
+    async def put(text: str) -> None:
+        await service.add_memory(app_name=APP, user_id=user, memories=[_entry(text)], custom_metadata=TRAVEL)
+
+    assert platform.requests.place_hold(sk, APP, "litigation", "test")
+    try:
+        for text in ("I like trams", "I like ferries", "I like night buses", "I like cable cars"):
+            asyncio.run(put(text))
+        assert len(platform.memory_store.rows_of(APP, user)) == 4  # over the cap, nothing evicted
+        assert upkeep.counts["evicted"] == 0
+        assert upkeep.counts["held"] == 1 + 2  # the victims of the third write, then of the fourth
+        assert not [e for e in platform.lifecycle_journal.read_all() if e.subject_key == sk]
+    finally:
+        platform.requests.release_hold(sk, "settled", "test")

@@ -96,20 +96,20 @@ def _c(
     return EvictionCandidate(i, at, at, hits, importance, pinned, int(kw.get("tokens", 10)), kw.get("expires_at"))  # type: ignore[arg-type]
 
 
-def test_victims_are_expired_first_then_lowest_score_never_pinned() -> None:
+def test_victims_are_the_lowest_live_scores_never_pinned_never_expired() -> None:
     rows = [
         _c("old-note", 240, importance=0.1),
         _c("allergy", 400, importance=0.9, pinned=True),
         _c("address", 1, importance=0.8),
-        _c("expired", 1, importance=0.9, expires_at=NOW - timedelta(hours=1)),
+        _c("expired", 1, importance=0.1, expires_at=NOW - timedelta(hours=1)),
         _c("frequent", 60, hits=50, importance=0.3),
         _c("fresh", 0, importance=0.5),
     ]
     chosen = victims(rows, Caps(max_records=3, max_tokens=10_000), NOW)
-    assert chosen[0] == ("expired", "expired")
-    assert ("old-note", "capacity") in chosen
-    assert all(i != "allergy" for i, _ in chosen)
-    assert len(chosen) == 3  # six rows, three kept: the expired one and the two lowest scores go
+    assert chosen[0] == ("old-note", "capacity")
+    assert all(i not in ("allergy", "expired") for i, _ in chosen)  # the expiry sweep forgets the expired one
+    assert len(chosen) == 2  # five live rows, three kept: the two lowest scores go
+    assert victims(rows[3:4], Caps(max_records=0, max_tokens=0), NOW) == []  # expired only: nothing to evict
     assert score(rows[4], NOW, Caps().half_life) > score(rows[0], NOW, Caps().half_life)  # frequency counts
 
 
