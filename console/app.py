@@ -21,16 +21,15 @@ to the audit log with who, when, what and the request id.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import date
+from datetime import UTC, date, datetime
 from typing import Annotated, Any, cast
 
 from fastapi import Depends, FastAPI, HTTPException, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
@@ -38,7 +37,7 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.converter import PayloadCodec
 from temporalio.service import RPCError
 
-from console.audit import AuditLog
+from console.audit import AuditLog, AuditQuery, as_csv
 from console.http_guards import BodyLimit, RateLimit, SecurityHeaders
 from console.identity import Principal, actor_ref
 from console.intake import KetchDeleteRequest, csv_rows, ketch_due, ketch_error, ketch_identity, ketch_response
@@ -50,6 +49,7 @@ from stores.errors import NotApproved, RequestNotFound
 from stores.identity import derived_key
 from stores.outbound import check_callback
 from stores.platform import Platform
+from stores.request_filing import IDENTITY_METHODS, Filing, FilingInvalid, IdentityCheck, filing
 from stores.requests import ACTIVE_STATES, ErasureRequestRow
 from workers.service import (
     RequestRefused,
@@ -149,13 +149,23 @@ def authenticate(
 def require(permission: str) -> Callable[..., Principal]:
     allowed = PERMISSIONS[permission]
 
-    def guard(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
+    def guard(request: Request, principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
         if not principal.roles & allowed:
-            raise HTTPException(403, f"needs one of the roles: {', '.join(sorted(allowed))}")
+            raise refused(request, principal, permission)
         return principal
 
     setattr(guard, _GUARD, permission)
     return guard
+
+
+def refused(request: Request, principal: Principal, permission: str) -> HTTPException:
+    """A signed-in caller asking for what their roles do not allow: audited (who, which route, what it needs),
+    answered 403."""
+    route = request.scope.get("route")
+    where = getattr(route, "path", "") or request.url.path
+    detail = {"method": request.method, "route": where, "needs": permission}
+    _console(request).audit.append(principal.actor, "access_refused", None, detail)
+    return HTTPException(403, f"needs one of the roles: {', '.join(sorted(PERMISSIONS[permission]))}")
 
 
 def route_permission(route: APIRoute) -> str | None:
@@ -208,6 +218,17 @@ class NewRequest(BaseModel):
         pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$",  # pydantic-core's regex: "$" is the end of the text
         description="where to tell the data subject the erasure is complete (sealed; deleted once sent)",
     )
+    note: str | None = Field(default=None, max_length=2000, description="the requester's note for the approver")
+    identity_method: str | None = Field(
+        default=None,
+        description="how the data subject's identity was verified: " + ", ".join(IDENTITY_METHODS),
+    )
+    identity_verified_by: str | None = Field(
+        default=None, max_length=200, description="who verified it (default: the person filing)"
+    )
+    identity_verified_at: str | None = Field(
+        default=None, max_length=40, description="when, ISO 8601 (default: now); no document is stored"
+    )
 
 
 class Extension(BaseModel):
@@ -226,6 +247,7 @@ class HoldBody(BaseModel):
 class NewToken(BaseModel):
     name: str = Field(min_length=1, max_length=100)
     roles: list[str] = Field(min_length=1)
+    apps: list[str] | None = Field(default=None, max_length=100, description="the apps it may file for; none: all")
 
 
 # ----- helpers -------------------------------------------------------------------------------------
@@ -278,9 +300,13 @@ async def file_one(
     due: str | None,
     contact: str | None,
     user_id_hex: str | None = None,
+    filed_with: Filing | None = None,
 ) -> Any:
     """File one request for approval by someone other than ``p`` (audited when it is new); the id goes
-    through the one intake validator (``exact_user_id``) first."""
+    through the one intake validator (``exact_user_id``) first. ``AppNotInScope`` when ``p`` may not file for
+    the app; ``RequestRefused`` for a filing record that cannot be kept."""
+    if not p.may_file_for(app_name):
+        raise AppNotInScope(f"{p.human} may not file requests for the app {app_name!r}")
     user_id = exact_user_id(user_id, user_id_hex)
     filed = await file_request(
         console.client,
@@ -293,10 +319,68 @@ async def file_one(
         due=due,
         approval=ApprovalPolicy(actor_ref(console.actor_secret, p.human), console.waiting_seconds),
         contact=contact,
+        filed_with=filed_with or Filing("api"),
     )
     if not filed.attached:
         console.audit.append(p.actor, "filed", filed.request_id, {"subject_key": filed.subject_key})
     return filed
+
+
+class AppNotInScope(RequestRefused):
+    """The caller's scope (a token's apps, the identity provider's apps claim) does not include the app."""
+
+
+def filed_with(
+    source: str, p: Principal, note: str | None, method: str | None, by: str | None, at: str | None
+) -> Filing:
+    """The filing record of a request from a form, the API, a CSV line: checked, the verifier defaulting to
+    the person filing (``RequestRefused`` when it cannot be kept)."""
+    try:
+        return filing(source, note, method, by or (p.name or p.human if method else None), at)
+    except FilingInvalid as exc:
+        raise RequestRefused(str(exc)) from None
+
+
+async def extend_due(console: Console, request_id: str, p: Principal, days: int, reason: str) -> str:
+    """Move the due date ``days`` later (once; the workflow refuses a second), audited with the reason."""
+    _row(console, request_id, p)
+    due = await _update(
+        console, request_id, ErasureWorkflow.extend_due, DueExtension(actor_ref(console.actor_secret, p.subject), days)
+    )
+    console.audit.append(p.actor, "extended", request_id, {"days": days, "reason": reason, "due_at": due})
+    return due
+
+
+def request_detail(console: Console, row: ErasureRequestRow) -> dict[str, Any]:
+    """What a request was filed with, opened: reason, source, note, identity verification."""
+    reason, _by = console.platform.requests.requested(row)
+    filed = console.platform.requests.filing(row.request_id)
+    identity = filed.identity if filed else None
+    return {
+        "reason": reason,
+        "source": filed.source if filed else None,
+        "note": filed.note if filed else None,
+        "identity_verification": None
+        if identity is None
+        else {
+            "method": identity.method,
+            "described": identity.described,
+            "verified_by": identity.verified_by,
+            "verified_at": identity.verified_at,
+        },
+    }
+
+
+EXPORT_ROWS = 100_000
+
+
+async def exported(console: Console, p: Principal, query: AuditQuery) -> Response:
+    """The audit entries ``query`` selects, as a CSV download; the export is audited with its filters."""
+    entries = await asyncio.to_thread(console.audit.search, query)
+    filters = {k: str(v) for k, v in asdict(query).items() if v is not None and k != "limit"}
+    console.audit.append(p.actor, "audit_exported", None, {"rows": len(entries), "filters": filters})
+    headers = {"Content-Disposition": 'attachment; filename="audit-log.csv"'}
+    return Response(as_csv(entries), media_type="text/csv; charset=utf-8", headers=headers)
 
 
 async def decide(
@@ -322,10 +406,15 @@ async def decide(
         requested_by=actor_ref(console.actor_secret, filer or ""),
         decided_by=me,
     )
+
+    def recorded() -> None:  # the signed decision and its audit entry: one transaction, both or neither
+        entry = functools.partial(console.audit.append, p.actor, action, request_id, {"reason": reason})
+        record(also=lambda conn: entry(conn=conn))
+
     try:
         if action != "cancelled":
             try:
-                await asyncio.to_thread(record)
+                await asyncio.to_thread(recorded)
             except NotApproved as exc:
                 raise HTTPException(409, str(exc)) from None
         decision = await _update(console, request_id, update, Decision(me))
@@ -333,9 +422,10 @@ async def decide(
         console.audit.append(p.actor, "decision_refused", request_id, {"action": action, "reason": exc.detail})
         raise
     if action == "cancelled":
-        with contextlib.suppress(NotApproved):  # nothing approved yet: the workflow's cancellation is enough
-            await asyncio.to_thread(record)
-    console.audit.append(p.actor, action, request_id, {"reason": reason})
+        try:
+            await asyncio.to_thread(recorded)
+        except NotApproved:  # nothing approved yet: the workflow's cancellation is enough, audited alone
+            console.audit.append(p.actor, action, request_id, {"reason": reason})
     return {"decision": decision}
 
 
@@ -370,13 +460,21 @@ async def change_hold(console: Console, request_id: str, p: Principal, reason: s
     """Place or release a legal hold on the request's subject; audited and signalled when it changed."""
     row = _row(console, request_id, p)
     requests = console.platform.requests
+    action = "hold_placed" if place else "hold_released"
+    entry = functools.partial(
+        console.audit.append, p.actor, action, request_id, {"subject_key": row.subject_key, "reason": reason}
+    )
+
+    def audited(conn: Any) -> None:  # the hold and its audit entry commit together
+        entry(conn=conn)
+
     if place:
-        changed = requests.place_hold(row.subject_key, row.app_name, reason, p.subject)
+        changed = await asyncio.to_thread(
+            requests.place_hold, row.subject_key, row.app_name, reason, p.subject, audited
+        )
     else:
-        changed = requests.release_hold(row.subject_key, reason, p.subject)
+        changed = await asyncio.to_thread(requests.release_hold, row.subject_key, reason, p.subject, audited)
     if changed:
-        action = "hold_placed" if place else "hold_released"
-        console.audit.append(p.actor, action, request_id, {"subject_key": row.subject_key, "reason": reason})
         await signal_hold_change(console.client, console.platform, row.subject_key)
     return changed
 
@@ -413,9 +511,6 @@ def create_app(console: Console) -> FastAPI:
     )
     app.state.console = console
 
-    def actor(p: Principal) -> str:
-        return actor_ref(console.actor_secret, p.subject)
-
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
@@ -435,6 +530,14 @@ def create_app(console: Console) -> FastAPI:
     @app.post("/api/requests", status_code=201)
     async def new_request(body: NewRequest, p: Files) -> dict[str, Any]:
         try:
+            record = filed_with(
+                "api",
+                p,
+                body.note,
+                body.identity_method,
+                body.identity_verified_by,
+                body.identity_verified_at,
+            )
             filed = await file_one(
                 console,
                 p,
@@ -444,7 +547,10 @@ def create_app(console: Console) -> FastAPI:
                 body.due,
                 body.contact_email,
                 body.user_id_hex,
+                record,
             )
+        except AppNotInScope as exc:
+            raise HTTPException(403, str(exc)) from None
         except RequestRefused as exc:
             raise HTTPException(422, str(exc)) from None
         return {
@@ -470,6 +576,14 @@ def create_app(console: Console) -> FastAPI:
                 results.append({"line": line, "result": "refused", "reason": "contact_email is not an address"})
                 continue
             try:
+                record = filed_with(
+                    "csv",
+                    p,
+                    row.get("note"),
+                    row.get("identity_method") or None,
+                    row.get("identity_verified_by") or None,
+                    row.get("identity_verified_at") or None,
+                )
                 filed = await file_one(
                     console,
                     p,
@@ -479,6 +593,7 @@ def create_app(console: Console) -> FastAPI:
                     row.get("due") or None,
                     contact,
                     row.get("user_id_hex") or None,
+                    record,
                 )
             except RequestRefused as exc:
                 results.append({"line": line, "result": "refused", "reason": str(exc)})
@@ -504,6 +619,15 @@ def create_app(console: Console) -> FastAPI:
                 f"forwarded: {body.request.regulation or 'unspecified'} request {body.metadata.uid}",
                 ketch_due(body),
                 contact if contact and _EMAIL.match(contact) else None,
+                filed_with=Filing(
+                    "ketch",
+                    None,
+                    IdentityCheck(
+                        "forwarder_verified",
+                        f"ketch ({body.metadata.tenant})" if body.metadata.tenant else "ketch",
+                        datetime.now(UTC).isoformat(timespec="seconds"),
+                    ),
+                ),
             )
         except (ValueError, RequestRefused) as exc:
             return JSONResponse(ketch_error(400, str(exc)), status_code=400)
@@ -518,7 +642,7 @@ def create_app(console: Console) -> FastAPI:
     @app.get("/api/requests/{request_id}")
     async def get_request(request_id: str, p: Reads) -> dict[str, Any]:
         row = _row(console, request_id, p)
-        out = _summary(console, row)
+        out = {**_summary(console, row), **request_detail(console, row)}
         found = await progress(console.client, request_id)
         out["progress"] = asdict(found) if found else None
         out["audit"] = [_entry(e) for e in console.audit.entries(request_id)]
@@ -538,11 +662,7 @@ def create_app(console: Console) -> FastAPI:
 
     @app.post("/api/requests/{request_id}/extend")
     async def extend(request_id: str, body: Extension, p: Extends) -> dict[str, str]:
-        _row(console, request_id, p)
-        due = await _update(console, request_id, ErasureWorkflow.extend_due, DueExtension(actor(p), body.days))
-        detail = {"days": body.days, "reason": body.reason, "due_at": due}
-        console.audit.append(p.actor, "extended", request_id, detail)
-        return {"due_at": due}
+        return {"due_at": await extend_due(console, request_id, p, body.days, body.reason)}
 
     @app.get("/api/requests/{request_id}/receipt")
     async def receipt(request_id: str, p: Receipts) -> dict[str, Any]:
@@ -550,8 +670,31 @@ def create_app(console: Console) -> FastAPI:
         return {"signature_valid": opened.valid, "why": opened.why, "body": opened.body, "document": opened.document}
 
     @app.get("/api/audit")
-    async def audit(p: Audits, request_id: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
-        return [_entry(e) for e in console.audit.entries(request_id, min(max(limit, 1), 5000))]
+    async def audit(
+        p: Audits,
+        request_id: str | None = None,
+        action: str | None = None,
+        actor: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 500,
+    ) -> list[dict[str, Any]]:
+        """Newest first; every filter optional (``actor``: a part of the staff identity, any case)."""
+        query = AuditQuery(request_id, action, actor, since, until, min(max(limit, 1), 5000))
+        return [_entry(e) for e in await asyncio.to_thread(console.audit.search, query)]
+
+    @app.get("/api/audit/export")
+    async def audit_export(
+        p: Audits,
+        request_id: str | None = None,
+        action: str | None = None,
+        actor: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> Response:
+        """The filtered entries as CSV (at most 100,000), the export itself audited."""
+        query = AuditQuery(request_id, action, actor, since, until, EXPORT_ROWS)
+        return await exported(console, p, query)
 
     @app.get("/api/audit/verify")
     async def audit_verify(p: Audits) -> dict[str, Any]:
@@ -572,10 +715,11 @@ def create_app(console: Console) -> FastAPI:
     @app.post("/api/tokens", status_code=201)
     async def create_token(body: NewToken, p: Tokens) -> dict[str, Any]:
         try:
-            info, token = console.tokens.create(body.name, body.roles, p.human, allowed=MINTABLE)
+            info, token = console.tokens.create(body.name, body.roles, p.human, allowed=MINTABLE, apps=body.apps)
         except TokenError as exc:
             raise HTTPException(422, str(exc)) from None
-        console.audit.append(p.actor, "token_created", None, {"token_id": info.token_id, "roles": info.roles})
+        detail = {"token_id": info.token_id, "roles": info.roles, "apps": info.apps}
+        console.audit.append(p.actor, "token_created", None, detail)
         return {**_token(info), "token": token}
 
     @app.delete("/api/tokens/{token_id}")
@@ -627,4 +771,5 @@ def _token(info: Any) -> dict[str, Any]:
         "created_by": info.created_by,
         "created_at": info.created_at.isoformat(),
         "revoked_at": info.revoked_at.isoformat() if info.revoked_at else None,
+        "apps": info.apps,
     }

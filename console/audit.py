@@ -15,14 +15,17 @@ appears only as its pseudonymous key).
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import hmac
+import io
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from psycopg import Connection
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
@@ -47,7 +50,23 @@ ACTIONS = (
     "forget_denied",
     "forget_decision_refused",  # a decision the rules refused (the filer's own, a forget not waiting)
     "decision_refused",  # an erasure's approval, denial or cancellation the rules refused
+    "access_refused",  # a signed-in caller refused a route their roles do not allow (issue 27)
+    "history_viewed",  # a workflow's history read through the console's Temporal UI proxy
+    "payloads_decoded",  # Temporal payloads decoded through the console's codec endpoint
+    "audit_exported",  # the audit log downloaded as CSV
 )
+
+
+@dataclass(frozen=True)
+class AuditQuery:
+    """The audit page's and API's filters, all optional; newest first."""
+
+    request_id: str | None = None
+    action: str | None = None
+    actor: str | None = None  # a part of the actor, any case (staff identities, never a data subject's)
+    since: datetime | None = None
+    until: datetime | None = None
+    limit: int = 500
 
 
 @dataclass(frozen=True)
@@ -138,24 +157,38 @@ class AuditLog:
         return cls(platform.pool, key, HeadAnchor(platform.s3, platform.config.receipt_bucket, key))
 
     def append(
-        self, actor: str, action: str, request_id: str | None = None, detail: Mapping[str, Any] | None = None
+        self,
+        actor: str,
+        action: str,
+        request_id: str | None = None,
+        detail: Mapping[str, Any] | None = None,
+        *,
+        conn: Connection[Any] | None = None,
     ) -> AuditEntry:
+        """Append an entry; with ``conn``, inside that connection's open transaction (a decision and its entry
+        committed together), else in a transaction of its own."""
         if action not in ACTIONS:
             raise ValueError(f"unknown audit action {action!r}")
-        detail = dict(detail or {})
-        with self._pool.connection() as conn, conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
-            last = conn.execute("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1").fetchone()
-            seq, prev = (int(last[0]) + 1, str(last[1])) if last else (1, GENESIS)
-            at = datetime.now(UTC)
-            digest = entry_hash(prev, seq, at, actor, action, request_id, detail, self._key)
-            conn.execute(
-                "INSERT INTO audit_log (seq, at, actor, action, request_id, detail, prev_hash, hash, mac_version) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, 2)",
-                (seq, at, actor, action, request_id, Jsonb(detail), prev, digest),
-            )
-            if self._anchor is not None:  # inside the lock: anchors are written in chain order
-                self._anchor.write(seq, digest)
+        if conn is not None:
+            return self._append(conn, actor, action, request_id, dict(detail or {}))
+        with self._pool.connection() as own, own.transaction():
+            return self._append(own, actor, action, request_id, dict(detail or {}))
+
+    def _append(
+        self, conn: Connection[Any], actor: str, action: str, request_id: str | None, detail: dict[str, Any]
+    ) -> AuditEntry:
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
+        last = conn.execute("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1").fetchone()
+        seq, prev = (int(last[0]) + 1, str(last[1])) if last else (1, GENESIS)
+        at = datetime.now(UTC)
+        digest = entry_hash(prev, seq, at, actor, action, request_id, detail, self._key)
+        conn.execute(
+            "INSERT INTO audit_log (seq, at, actor, action, request_id, detail, prev_hash, hash, mac_version) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, 2)",
+            (seq, at, actor, action, request_id, Jsonb(detail), prev, digest),
+        )
+        if self._anchor is not None:  # inside the lock: anchors are written in chain order
+            self._anchor.write(seq, digest)
         return AuditEntry(seq, at, actor, action, request_id, detail, prev, digest)
 
     def _rows(self, request_id: str | None = None, limit: int | None = None) -> Iterator[AuditEntry]:
@@ -172,6 +205,29 @@ class AuditLog:
 
     def entries(self, request_id: str | None = None, limit: int = 500) -> list[AuditEntry]:
         return list(self._rows(request_id, limit))
+
+    def search(self, query: AuditQuery) -> list[AuditEntry]:
+        """Entries matching every filter given, newest first (indexed by request, action and time)."""
+        escaped = query.actor.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") if query.actor else None
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT seq, at, actor, action, request_id, detail, prev_hash, hash, mac_version FROM audit_log "
+                "WHERE (%(rid)s::text IS NULL OR request_id = %(rid)s) "
+                "AND (%(action)s::text IS NULL OR action = %(action)s) "
+                "AND (%(actor)s::text IS NULL OR actor ILIKE '%%' || %(actor)s || '%%') "
+                "AND (%(since)s::timestamptz IS NULL OR at >= %(since)s) "
+                "AND (%(until)s::timestamptz IS NULL OR at < %(until)s) "
+                "ORDER BY seq DESC LIMIT %(limit)s",
+                {
+                    "rid": query.request_id or None,
+                    "action": query.action or None,
+                    "actor": escaped,
+                    "since": query.since,
+                    "until": query.until,
+                    "limit": query.limit,
+                },
+            ).fetchall()
+        return [AuditEntry(int(r[0]), r[1], r[2], r[3], r[4], dict(r[5]), r[6], r[7], int(r[8])) for r in rows]
 
     def verify(self, expected_head: str | None = None) -> ChainCheck:
         """Walk the whole chain (keyed entries checked with the key), then the head anchored outside the
@@ -213,3 +269,30 @@ class AuditLog:
     def _contains(self, digest: str) -> bool:
         with self._pool.connection() as conn:
             return conn.execute("SELECT 1 FROM audit_log WHERE hash = %s", (digest,)).fetchone() is not None
+
+
+CSV_COLUMNS = ("seq", "at", "actor", "action", "request_id", "detail", "hash")
+
+
+def as_csv(entries: Iterable[AuditEntry]) -> str:
+    """The entries as CSV (one row each, the detail as JSON, the chain hash to check a copy against). Cells
+    that a spreadsheet would run as a formula are prefixed with ``'``."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(CSV_COLUMNS)
+    for e in entries:
+        cells = [
+            e.seq,
+            e.at.isoformat(),
+            e.actor,
+            e.action,
+            e.request_id or "",
+            json.dumps(e.detail, sort_keys=True),
+            e.hash,
+        ]
+        writer.writerow([_inert(str(c)) for c in cells])
+    return out.getvalue()
+
+
+def _inert(cell: str) -> str:
+    return "'" + cell if cell[:1] in ("=", "+", "-", "@", "\t", "\r") else cell

@@ -10,6 +10,7 @@ subject key, never the user id or the items' words.
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException
@@ -50,6 +51,7 @@ async def previewed(console: Console, p: Principal, app_name: str, user_id: str,
     """The preview (422 when the request can never be valid), audited by subject key."""
     from workers.forget_service import preview
 
+    in_scope(p, app_name)
     try:
         user_id = exact_user_id(user_id, None)
         found = await asyncio.to_thread(preview, console.platform, app_name, user_id, about)
@@ -64,6 +66,7 @@ async def filed_forget(console: Console, p: Principal, body: ForgetBody) -> File
     """File the forget (422 when it can never be valid, nothing stored), audited by subject key."""
     from workers.forget_service import file_forget
 
+    in_scope(p, body.app_name)
     try:
         filed = await file_forget(
             console.client,
@@ -91,7 +94,9 @@ async def decided_forget(console: Console, p: Principal, request_id: str, *, app
     """Approve or deny a forget waiting for approval (409 with the reason when the rules refuse it), audited."""
     from workers.forget_service import decide_forget
 
-    forget_row(console, p, request_id)
+    filed = forget_row(console, p, request_id)
+    action = "forget_approved" if approve else "forget_denied"
+    entry = functools.partial(console.audit.append, p.actor, action, request_id, {"subject_key": filed.subject_key})
     try:
         row = await decide_forget(
             console.client,
@@ -101,13 +106,18 @@ async def decided_forget(console: Console, p: Principal, request_id: str, *, app
             p.human,
             approve=approve,
             person_of=console.tokens.person_of,
+            also=lambda conn: entry(conn=conn),  # the decision and its audit entry: one transaction
         )
     except NotApproved as exc:
         console.audit.append(p.actor, "forget_decision_refused", request_id, {"reason": str(exc)})
         raise HTTPException(409, str(exc)) from None
-    action = "forget_approved" if approve else "forget_denied"
-    console.audit.append(p.actor, action, request_id, {"subject_key": row.subject_key})
     return {"request_id": row.request_id, "state": row.state}
+
+
+def in_scope(p: Principal, app_name: str) -> None:
+    """403 when ``p``'s scope (a token's apps, the identity provider's apps claim) does not include the app."""
+    if not p.may_file_for(app_name):
+        raise HTTPException(403, f"{p.human} may not act for the app {app_name!r}")
 
 
 def may_read_content(p: Principal) -> bool:

@@ -19,6 +19,11 @@ class Principal:
     name: str = ""
     #: the person behind it: the ``sub`` itself for a login, the person who minted it for an API token
     person: str = ""
+    #: the apps a requester may file for (``None``: every app); from a claim or the token's scope
+    apps: frozenset[str] | None = None
+
+    def may_file_for(self, app_name: str) -> bool:
+        return self.apps is None or app_name in self.apps
 
     def has(self, role: str) -> bool:
         return role in self.roles

@@ -44,6 +44,7 @@ class OidcVerifier:
         audience: str,
         *,
         roles_claim: str = "roles",
+        apps_claim: str = "erasure_apps",
         leeway: int = 30,
         refresh_interval: float = 30.0,
         max_age: float = 300.0,
@@ -52,6 +53,7 @@ class OidcVerifier:
         self.issuer = issuer.rstrip("/")
         self.audience = audience
         self.roles_claim = roles_claim
+        self.apps_claim = apps_claim
         self.leeway = leeway
         self.refresh_interval = refresh_interval
         self.max_age = max_age
@@ -136,4 +138,13 @@ class OidcVerifier:
         raw = decoded_claims.get(self.roles_claim, [])
         roles = raw.split() if isinstance(raw, str) else [str(r) for r in raw] if isinstance(raw, list) else []
         name = str(decoded_claims.get("email") or decoded_claims.get("name") or "")
-        return Principal(str(decoded_claims["sub"]), frozenset(r for r in roles if r in ROLES), "oidc", name)
+        raw_apps = decoded_claims.get(self.apps_claim)
+        apps = (
+            None
+            if raw_apps is None
+            else frozenset(raw_apps.split() if isinstance(raw_apps, str) else [str(a) for a in raw_apps])
+            if isinstance(raw_apps, str | list)
+            else frozenset()  # a claim in a shape nobody meant: no app rather than every app
+        )
+        roles_given = frozenset(r for r in roles if r in ROLES)
+        return Principal(str(decoded_claims["sub"]), roles_given, "oidc", name, apps=apps)

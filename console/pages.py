@@ -16,7 +16,7 @@ import base64
 import hashlib
 import json
 import secrets
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode
@@ -29,18 +29,26 @@ from fastapi.templating import Jinja2Templates
 from console.app import (
     _GUARD,
     PERMISSIONS,
+    AppNotInScope,
     _console,
     _row,
     _summary,
     change_hold,
     decide,
+    exported,
+    extend_due,
     file_one,
+    filed_with,
     listed,
     open_receipt,
+    refused,
+    request_detail,
 )
+from console.audit import ACTIONS, AuditQuery
 from console.identity import ROLES, Principal
 from console.oidc import IdpUnavailable, InvalidToken
 from console.tokens import MINTABLE, TokenError
+from stores.request_filing import IDENTITY_METHODS
 from stores.requests import ACTIVE_STATES, FINAL_STATES
 from workers.service import RequestRefused
 from workflows.erasure import ErasureWorkflow
@@ -71,7 +79,7 @@ def require_page(permission: str) -> Any:
         if principal is None:
             raise LoginRequired
         if not principal.roles & allowed:
-            raise HTTPException(403, f"needs one of the roles: {', '.join(sorted(allowed))}")
+            raise refused(request, principal, permission)
         return principal
 
     setattr(guard, _GUARD, permission)
@@ -81,6 +89,7 @@ def require_page(permission: str) -> Any:
 PageReads = Annotated[Principal, Depends(require_page("requests:read"))]
 PageFiles = Annotated[Principal, Depends(require_page("requests:file"))]
 PageDecides = Annotated[Principal, Depends(require_page("requests:decide"))]
+PageExtends = Annotated[Principal, Depends(require_page("requests:extend"))]
 PageCancels = Annotated[Principal, Depends(require_page("requests:cancel"))]
 PageReceipts = Annotated[Principal, Depends(require_page("receipts:read"))]
 PageAudits = Annotated[Principal, Depends(require_page("audit:read"))]
@@ -163,6 +172,24 @@ def dashboard(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "open": len(open_),
         "capped": len(rows) >= DASHBOARD_ROWS,
     }
+
+
+def _audit_query(action: str, actor: str, request_id: str, since: str, until: str, limit: int) -> AuditQuery:
+    """The audit filters from a page's query string (422 for a date that is not one); ``until`` is inclusive."""
+    try:
+        start = datetime.combine(date.fromisoformat(since), time.min, UTC) if since else None
+        end = datetime.combine(date.fromisoformat(until) + timedelta(days=1), time.min, UTC) if until else None
+    except ValueError:
+        raise HTTPException(422, "since and until must be dates (YYYY-MM-DD)") from None
+    return AuditQuery(request_id or None, action or None, actor.strip() or None, start, end, limit)
+
+
+def matches(row: dict[str, Any], q: str) -> bool:
+    """The list's search: a request id (or its start), an app, or a subject key, matched exactly; never a data
+    subject's id (the list holds none)."""
+    if not q:
+        return True
+    return row["request_id"].startswith(q) or q in (row["app_name"], row["subject_key"])
 
 
 def _challenge(verifier: str) -> str:
@@ -254,14 +281,15 @@ def add_pages(app: FastAPI, client_id: str, redirect_uri: str) -> None:
 
     @app.get("/", include_in_schema=False)
     async def requests_page(
-        request: Request, p: PageReads, state: str = "", stage: str = "", due_before: str = ""
+        request: Request, p: PageReads, state: str = "", stage: str = "", due_before: str = "", q: str = ""
     ) -> HTMLResponse:
         try:
             due = date.fromisoformat(due_before) if due_before else None
         except ValueError:
             raise HTTPException(422, "due_before must be a date (YYYY-MM-DD)") from None
-        rows = await listed(_console(request), p, state or None, stage or None, due, 200)
         everything = await listed(_console(request), p, None, None, None, DASHBOARD_ROWS)
+        rows = await listed(_console(request), p, state or None, stage or None, due, DASHBOARD_ROWS if q else 200)
+        rows = [r for r in rows if matches(r, q.strip())][:200]
         return _page(
             request,
             "requests.html",
@@ -271,12 +299,13 @@ def add_pages(app: FastAPI, client_id: str, redirect_uri: str) -> None:
             state=state,
             stage=stage,
             due_before=due_before,
+            q=q,
             dashboard=dashboard(everything),
         )
 
     @app.get("/requests/new", include_in_schema=False)
     async def new_page(request: Request, p: PageFiles) -> HTMLResponse:
-        return _page(request, "new_request.html", p)
+        return _page(request, "new_request.html", p, methods=IDENTITY_METHODS)
 
     @app.post("/requests/new", include_in_schema=False)
     async def new_submit(
@@ -288,14 +317,33 @@ def add_pages(app: FastAPI, client_id: str, redirect_uri: str) -> None:
         reason: Annotated[str, Form()] = "",
         contact_email: Annotated[str, Form()] = "",
         user_id_hex: Annotated[str, Form()] = "",
+        note: Annotated[str, Form(max_length=2000)] = "",
+        identity_method: Annotated[str, Form()] = "",
+        identity_verified_by: Annotated[str, Form(max_length=200)] = "",
+        identity_verified_at: Annotated[str, Form(max_length=40)] = "",
     ) -> Response:
         _check_csrf(request, csrf)
         try:
-            filed = await file_one(
-                _console(request), p, app_name, user_id, reason or None, None, contact_email or None, user_id_hex
+            if not identity_method:  # the form asks for it: a compliance record says how the subject was known
+                raise RequestRefused("say how the data subject's identity was verified")
+            record = filed_with(
+                "console_form", p, note, identity_method, identity_verified_by or None, identity_verified_at or None
             )
+            filed = await file_one(
+                _console(request),
+                p,
+                app_name,
+                user_id,
+                reason or None,
+                None,
+                contact_email or None,
+                user_id_hex,
+                record,
+            )
+        except AppNotInScope as exc:
+            raise HTTPException(403, str(exc)) from None
         except RequestRefused as exc:
-            return _page(request, "new_request.html", p, message=f"Not filed: {exc}")
+            return _page(request, "new_request.html", p, methods=IDENTITY_METHODS, message=f"Not filed: {exc}")
         return RedirectResponse(f"/requests/{filed.request_id}", status_code=303)
 
     @app.get("/requests/{request_id}", include_in_schema=False)
@@ -304,22 +352,30 @@ def add_pages(app: FastAPI, client_id: str, redirect_uri: str) -> None:
         row = _row(console, request_id, p)
         view = await _progress_view(request, request_id, p)
         outcome = await asyncio.to_thread(_outcome, console, request_id) if view["receipt"] else None
+        _reason, filed_by = console.platform.requests.requested(row)
+        filer = await asyncio.to_thread(console.tokens.person_of, filed_by or "")
         return _page(
             request,
             "request.html",
             p,
             outcome=outcome,
             r=_summary(console, row),
+            filed=await asyncio.to_thread(request_detail, console, row),
             steps=view["steps"],
             audit=[
                 {"at": e.at.isoformat(), "action": e.action, "actor": e.actor}
                 for e in console.audit.entries(request_id)
             ],
-            can_decide="approver" in p.roles,
+            # buttons only for what this person may do: nobody decides what they filed themselves
+            can_decide="approver" in p.roles and filer != p.human,
+            own_request=filer == p.human,
+            can_extend="approver" in p.roles and row.state in ACTIVE_STATES,
             can_hold="admin" in p.roles,
             hold=console.platform.requests.active_hold(row.subject_key),
             can_cancel=bool(p.roles & {"requester", "approver"}),
-            receipt_ready=row.state in ("completed", "nothing_found", "verification_failed") and view["receipt"],
+            receipt_ready=row.state in ("completed", "nothing_found", "verification_failed")
+            and view["receipt"]
+            and bool(p.roles & PERMISSIONS["receipts:read"]),
         )
 
     async def _progress_view(request: Request, request_id: str, p: Principal) -> dict[str, Any]:
@@ -381,6 +437,27 @@ def add_pages(app: FastAPI, client_id: str, redirect_uri: str) -> None:
     ) -> Response:
         return await _decision(request, request_id, p, csrf, "cancelled", reason)
 
+    @app.post("/requests/{request_id}/extend", include_in_schema=False)
+    async def extend_form(
+        request: Request,
+        request_id: str,
+        p: PageExtends,
+        csrf: Annotated[str, Form()] = "",
+        days: Annotated[int, Form(ge=1, le=61)] = 0,
+        reason: Annotated[str, Form(max_length=500)] = "",
+    ) -> Response:
+        """Extend the due date once, with a reason (the approver's; the audit log keeps both)."""
+        _check_csrf(request, csrf)
+        if len(reason.strip()) < 3:
+            return _page(request, "denied.html", p, why="an extension needs a reason (3 characters or more)")
+        try:
+            await extend_due(_console(request), request_id, p, days, reason.strip())
+        except HTTPException as exc:
+            if exc.status_code != 409:
+                raise
+            return _page(request, "denied.html", p, why=exc.detail)
+        return RedirectResponse(f"/requests/{request_id}", status_code=303)
+
     async def _hold_form(
         request: Request, request_id: str, p: Principal, csrf: str, reason: str, place: bool
     ) -> Response:
@@ -423,13 +500,54 @@ def add_pages(app: FastAPI, client_id: str, redirect_uri: str) -> None:
         return JSONResponse(opened.document, headers=headers)
 
     @app.get("/audit", include_in_schema=False)
-    async def audit_page(request: Request, p: PageAudits) -> HTMLResponse:
+    async def audit_page(
+        request: Request,
+        p: PageAudits,
+        action: str = "",
+        actor: str = "",
+        request_id: str = "",
+        since: str = "",
+        until: str = "",
+    ) -> HTMLResponse:
         console = _console(request)
+        query = _audit_query(action, actor, request_id, since, until, 500)
         entries = [
-            {"seq": e.seq, "at": e.at.isoformat(), "actor": e.actor, "action": e.action, "request_id": e.request_id}
-            for e in console.audit.entries(None, 500)
+            {
+                "seq": e.seq,
+                "at": e.at.isoformat(),
+                "actor": e.actor,
+                "action": e.action,
+                "request_id": e.request_id,
+                "detail": json.dumps(e.detail, sort_keys=True),
+            }
+            for e in await asyncio.to_thread(console.audit.search, query)
         ]
-        return _page(request, "audit.html", p, entries=entries, chain=console.audit.verify())
+        filters = {"action": action, "actor": actor, "request_id": request_id, "since": since, "until": until}
+        return _page(
+            request,
+            "audit.html",
+            p,
+            entries=entries,
+            chain=await asyncio.to_thread(console.audit.verify),
+            actions=ACTIONS,
+            filters=filters,
+            export=urlencode({k: v for k, v in filters.items() if v}),
+        )
+
+    @app.get("/audit.csv", include_in_schema=False)
+    async def audit_csv(
+        request: Request,
+        p: PageAudits,
+        action: str = "",
+        actor: str = "",
+        request_id: str = "",
+        since: str = "",
+        until: str = "",
+    ) -> Response:
+        from console.app import EXPORT_ROWS
+
+        query = _audit_query(action, actor, request_id, since, until, EXPORT_ROWS)
+        return await exported(_console(request), p, query)
 
     @app.get("/tokens", include_in_schema=False)
     async def tokens_page(request: Request, p: PageTokens) -> HTMLResponse:

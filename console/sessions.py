@@ -31,6 +31,8 @@ class SessionStore:
         """A new session for ``principal``: its id (for the cookie; stored hashed)."""
         session_id = secrets.token_urlsafe(32)
         data: dict[str, Any] = {"sub": principal.subject, "roles": sorted(principal.roles), "name": principal.name}
+        if principal.apps is not None:
+            data["apps"] = sorted(principal.apps)
         with self._pool.connection() as conn:
             conn.execute(
                 "INSERT INTO console_sessions (id_hash, principal, expires_at) VALUES (%s, %s, %s)",
@@ -48,7 +50,8 @@ class SessionStore:
         if row is None:
             return None
         data = row[0]
-        return Principal(str(data["sub"]), frozenset(data["roles"]), "oidc", str(data.get("name", "")))
+        apps = frozenset(data["apps"]) if "apps" in data else None
+        return Principal(str(data["sub"]), frozenset(data["roles"]), "oidc", str(data.get("name", "")), apps=apps)
 
     def end(self, session_id: str) -> bool:
         """End the session now (logout); whether it was open."""

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Annotated, Any
+from urllib.parse import unquote
 
 import httpx
 from fastapi import Depends, FastAPI, HTTPException, Request
@@ -34,7 +36,7 @@ from starlette.background import BackgroundTask
 from starlette.types import ASGIApp, Receive, Scope, Send
 from temporalio.converter import PayloadCodec
 
-from console.app import _BEARER, _GUARD, PERMISSIONS, authenticate
+from console.app import _BEARER, _GUARD, PERMISSIONS, _console, authenticate, refused
 from console.identity import Principal
 from console.pages import require_page, session_principal
 from workers.codec_server import decode_response
@@ -97,7 +99,7 @@ def require_session_or_bearer(permission: str) -> Callable[..., Awaitable[Princi
         if principal is None:
             principal = authenticate(request, credentials)
         if not principal.roles & allowed:
-            raise HTTPException(403, f"needs one of the roles: {', '.join(sorted(allowed))}")
+            raise refused(request, principal, permission)
         return principal
 
     setattr(guard, _GUARD, permission)
@@ -155,8 +157,41 @@ def add_codec(app: FastAPI, codec: PayloadCodec) -> None:
     @app.post(CODEC_PATH)
     async def codec_decode(request: Request, p: History) -> JSONResponse:
         """Temporal's codec-server protocol: ``{"payloads": [...]}`` (Payloads in protobuf JSON) decoded with
-        the orchestrator's payload key, for Temporal UI. Needs ``history:read`` (a session or a bearer)."""
-        return await decode_response(codec, await request.body())
+        the orchestrator's payload key, for Temporal UI. Needs ``history:read`` (a session or a bearer); each
+        decode that answers is audited with how many payloads it opened (never what they hold)."""
+        raw = await request.body()
+        answer = await decode_response(codec, raw)
+        if answer.status_code == 200:
+            count = raw.count(b'"data"')  # one per payload in the codec protocol's JSON
+            await asyncio.to_thread(
+                _console(request).audit.append, p.actor, "payloads_decoded", None, {"payloads": count}
+            )
+        return answer
+
+
+#: a workflow's event history read through the proxied UI (what the audit log records as a view)
+HISTORY_PATH = re.compile(r"^/temporal/api/v1/namespaces/[^/]+/workflows/([^/]+)/history(?:-reverse)?$")
+#: the request a workflow belongs to: erasure-<id>, forget-<id>, verify-<id>-..., reverify-<id>...
+REQUEST_OF_WORKFLOW = re.compile(r"^(?:erasure|forget|verify|reverify)-((?:er|fr)_[0-9a-f]+)")
+
+
+class ViewWindow:
+    """One audit entry per person and workflow every ``seconds``: Temporal UI reloads a history while it is
+    open, and the log should say who looked, not how often the page polled."""
+
+    def __init__(self, seconds: float = 300.0) -> None:
+        self.seconds = seconds
+        self._seen: dict[tuple[str, str], float] = {}
+
+    def first_in_window(self, actor: str, workflow: str) -> bool:
+        now = time.monotonic()
+        if len(self._seen) > 10_000:
+            self._seen = {k: t for k, t in self._seen.items() if now - t < self.seconds}
+        last = self._seen.get((actor, workflow))
+        if last is not None and now - last < self.seconds:
+            return False
+        self._seen[(actor, workflow)] = now
+        return True
 
 
 def _forwarded_cookie(header: str) -> str:
@@ -168,6 +203,7 @@ def _forwarded_cookie(header: str) -> str:
 def add_temporal_ui_proxy(app: FastAPI, upstream: str) -> None:
     """``/temporal/...`` forwarded to a Temporal UI served under that public path, behind the login."""
     client = httpx.AsyncClient(base_url=upstream.rstrip("/"), timeout=30.0, follow_redirects=False)
+    views = ViewWindow()
 
     @app.get(PROXY_PREFIX, include_in_schema=False)
     async def temporal_root(p: Browses) -> Response:
@@ -181,6 +217,17 @@ def add_temporal_ui_proxy(app: FastAPI, upstream: str) -> None:
         target = forwardable(request.method, raw)
         if target is None:
             raise HTTPException(403, "Temporal UI through the console is read-only (workflow queries allowed)")
+        viewed = HISTORY_PATH.match(target) if request.method == "GET" else None
+        if viewed and views.first_in_window(p.actor, viewed.group(1)):
+            workflow = unquote(viewed.group(1))
+            owner = REQUEST_OF_WORKFLOW.match(workflow)
+            await asyncio.to_thread(
+                _console(request).audit.append,
+                p.actor,
+                "history_viewed",
+                owner.group(1) if owner else None,
+                {"workflow_id": workflow},
+            )
         headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP]
         cookie = _forwarded_cookie(request.headers.get("cookie", ""))
         if cookie:

@@ -17,7 +17,12 @@ from workers.settings import Settings
 
 def build_console(settings: Settings, secrets: Secrets, platform: Platform, client: Client) -> Console:
     oidc = (
-        OidcVerifier(settings.oidc_issuer, settings.oidc_audience, roles_claim=settings.oidc_roles_claim)
+        OidcVerifier(
+            settings.oidc_issuer,
+            settings.oidc_audience,
+            roles_claim=settings.oidc_roles_claim,
+            apps_claim=settings.oidc_apps_claim,
+        )
         if settings.oidc_issuer
         else None
     )

@@ -26,12 +26,14 @@ import hmac
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
+from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
 from stores.errors import NotApproved
 from stores.identity import derived_key
+from stores.in_transaction import Also
 
 Kind = Literal["erasure", "forget"]
 Path = Literal["four_eyes", "single_person", "data_subject", "retention_policy"]
@@ -104,16 +106,18 @@ class ApprovalStore:
         decision: Decision,
         requested_by: str,
         decided_by: str,
+        also: Also | None = None,
     ) -> Approval:
         """Record a decision; the one already recorded wins (``NotApproved`` when it differs), except that an
-        approval may be cancelled. A four-eyes approval by the person who filed is refused."""
+        approval may be cancelled. A four-eyes approval by the person who filed is refused. ``also`` runs in the
+        same transaction (the decision's audit entry): both are written, or neither."""
         if kind not in KINDS or path not in PATHS or decision not in DECISIONS:
             raise ValueError("unknown approval kind, path or decision")
         if path == "four_eyes" and decision == "approved" and requested_by == decided_by:
             raise NotApproved("four eyes: the person who filed a request cannot approve it")
         approval = Approval(request_id, subject_key, kind, path, decision, requested_by, decided_by, datetime.now(UTC))
         signature = self._signer.sign(approval)
-        with self._pool.connection() as conn:
+        with self._pool.connection() as conn, conn.transaction():
             row = conn.execute(
                 f"INSERT INTO request_approvals ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
                 "ON CONFLICT (request_id) DO UPDATE SET decision = EXCLUDED.decision, "
@@ -125,12 +129,16 @@ class ApprovalStore:
                 "RETURNING request_id",
                 (*dataclasses.astuple(approval), signature),
             ).fetchone()
-        if row is not None:
-            return approval
-        existing = self.get(request_id)
-        if existing is not None and existing.decision == decision and existing.subject_key == subject_key:
-            return existing  # the same decision again (a retry): idempotent
-        raise NotApproved(f"this request was already {existing.decision if existing else 'decided'}")
+            if row is None:
+                existing = self._read(conn, request_id)
+                same = existing is not None and existing[0].decision == decision
+                if not (same and existing is not None and existing[0].subject_key == subject_key):
+                    found = existing[0].decision if existing else "decided"
+                    raise NotApproved(f"this request was already {found}")
+                approval = existing[0]  # the same decision again (a retry): idempotent
+            if also is not None:
+                also(conn)
+        return approval
 
     def get(self, request_id: str) -> Approval | None:
         """The recorded decision, whether or not it verifies (``require`` is the check)."""
@@ -139,9 +147,11 @@ class ApprovalStore:
 
     def _row(self, request_id: str) -> tuple[Approval, bytes] | None:
         with self._pool.connection() as conn:
-            row = conn.execute(
-                f"SELECT {_COLUMNS} FROM request_approvals WHERE request_id = %s", (request_id,)
-            ).fetchone()
+            return self._read(conn, request_id)
+
+    @staticmethod
+    def _read(conn: Connection[Any], request_id: str) -> tuple[Approval, bytes] | None:
+        row = conn.execute(f"SELECT {_COLUMNS} FROM request_approvals WHERE request_id = %s", (request_id,)).fetchone()
         if row is None:
             return None
         rid, sk, kind, path, decision, by, decided_by, at, signature = row

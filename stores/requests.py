@@ -25,6 +25,8 @@ from psycopg_pool import ConnectionPool
 
 from stores.errors import CiphertextInvalid, RequestNotFound
 from stores.identity import derived_key
+from stores.in_transaction import Also
+from stores.request_filing import Filing
 from stores.request_record import LateSweepNote, RequestRecord
 
 ACTIVE_STATES = ("received", "pending_approval", "approved", "running", "on_hold")
@@ -317,7 +319,10 @@ class RequestStore:
 
     # ----- legal holds ----------------------------------------------------------------------------
 
-    def place_hold(self, subject_key: str, app_name: str, reason: str, actor: str | None) -> bool:
+    def place_hold(
+        self, subject_key: str, app_name: str, reason: str, actor: str | None, also: Also | None = None
+    ) -> bool:
+        """Place a hold (``False`` when one is in force already); ``also`` runs in the same transaction."""
         reason_sealed, actor_sealed = self.seal_text(subject_key, reason), self.seal_text(subject_key, actor)
         with self._pool.connection() as conn, conn.transaction():
             cur = conn.execute(
@@ -331,9 +336,12 @@ class RequestStore:
                 "INSERT INTO hold_events (subject_key, action, reason, actor) VALUES (%s, 'placed', %s, %s)",
                 (subject_key, reason_sealed, actor_sealed),
             )
+            if also is not None:
+                also(conn)
             return True
 
-    def release_hold(self, subject_key: str, reason: str, actor: str | None) -> bool:
+    def release_hold(self, subject_key: str, reason: str, actor: str | None, also: Also | None = None) -> bool:
+        """Release the hold (``False`` when none is in force); ``also`` runs in the same transaction."""
         reason_sealed, actor_sealed = self.seal_text(subject_key, reason), self.seal_text(subject_key, actor)
         with self._pool.connection() as conn, conn.transaction():
             cur = conn.execute("DELETE FROM legal_holds WHERE subject_key = %s", (subject_key,))
@@ -343,7 +351,23 @@ class RequestStore:
                 "INSERT INTO hold_events (subject_key, action, reason, actor) VALUES (%s, 'released', %s, %s)",
                 (subject_key, reason_sealed, actor_sealed),
             )
+            if also is not None:
+                also(conn)
             return True
+
+    def set_filing(self, request_id: str, filed: Filing) -> None:
+        """What the request was filed with (source, note, identity check), sealed: it may name people."""
+        with self._pool.connection() as conn:
+            conn.execute(
+                "UPDATE erasure_requests SET filing = %s WHERE request_id = %s",
+                (self.seal_text(f"filing|{request_id}", filed.to_json()), request_id),
+            )
+
+    def filing(self, request_id: str) -> Filing | None:
+        with self._pool.connection() as conn:
+            row = conn.execute("SELECT filing FROM erasure_requests WHERE request_id = %s", (request_id,)).fetchone()
+        text = self.open_text(f"filing|{request_id}", row[0]) if row else None
+        return Filing.from_json(text) if text else None
 
     def active_hold(self, subject_key: str) -> Hold | None:
         with self._pool.connection() as conn:

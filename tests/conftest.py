@@ -24,6 +24,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from stores.migrate import prepare_database
 from stores.platform import Platform
+from tests.console_harness import api, issuer  # noqa: F401 (the console fixtures, for every module)
 from tests.saga_harness import SagaHarness
 from tests.stack_fixture import make_test_settings
 from workers.codec import data_converter

@@ -20,6 +20,7 @@ from stores.errors import InvalidIdentifier, NotApproved
 from stores.forget_requests import ForgetPayload, ForgetRequestRow
 from stores.forget_resolution import Preview, resolve
 from stores.forgetting import ForgetRefused
+from stores.in_transaction import Also
 from stores.platform import Platform
 from workers.service import RequestRefused, validate_request
 from workers.settings import Settings
@@ -141,10 +142,11 @@ async def decide_forget(
     *,
     approve: bool,
     person_of: Callable[[str], str] = str,
+    also: Also | None = None,
 ) -> ForgetRequestRow:
     """A second person's decision on a staff-filed forget waiting for approval: approved, it starts; denied,
     it ends ``denied`` and its sealed payload is dropped. ``NotApproved`` when the rules refuse it (the person
-    who filed it, a request not waiting)."""
+    who filed it, a request not waiting). ``also`` (the decision's audit entry) commits with the decision."""
     store = platform.forget_requests
     row = await asyncio.to_thread(store.get, request_id)
     if row.state != "pending_approval":
@@ -161,6 +163,7 @@ async def decide_forget(
         decision="approved" if approve else "denied",
         requested_by=filer,
         decided_by=actor_ref(secret, decided_by),
+        also=also,
     )
     if approve:
         await asyncio.to_thread(store.set_state, request_id, "received")

@@ -45,6 +45,8 @@ DEMO_LOGINS: dict[str, tuple[tuple[str, ...], str]] = {
     "demo-approver": (("approver",), "Avery Approver"),
     "demo-auditor": (("auditor",), "Aubrey Auditor"),
     "demo-admin": (("admin",), "Addison Admin"),
+    # files and approves, but never both on one request (four eyes): the console shows the rule at work
+    "demo-lead": (("requester", "approver"), "Lee Lead"),
 }
 CODE_TTL_SECONDS = 120
 TOKEN_TTL_SECONDS = 3600

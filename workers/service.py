@@ -16,6 +16,7 @@ from stores.errors import InvalidIdentifier
 from stores.identity import decode_hex_id, normalisation_variants, subject_key, validate_app_name, validate_id
 from stores.platform import Platform
 from stores.presence import ids_holding_data
+from stores.request_filing import Filing
 from stores.requests import ErasureRequestRow
 from workers.errors import ErasureCliError
 from workers.settings import Settings
@@ -121,6 +122,7 @@ async def file_request(
     ingestion_delay_seconds: int | None = None,
     approval: ApprovalPolicy | None = None,
     contact: str | None = None,
+    filed_with: Filing | None = None,
 ) -> Filed:
     received = datetime.now(UTC)
     due_at = parse_due(due, received, settings)
@@ -140,6 +142,7 @@ async def file_request(
         platform.requests.merge_record(request_id, stores=[p.name for p in plan])
         if contact:
             platform.requests.set_contact(request_id, contact)
+        platform.requests.set_filing(request_id, filed_with or Filing("cli"))
         if approval is None:  # the CLI's single-person path: the operator holds the worker's own secrets
             by = actor_ref(platform.config.subject_secret, requested_by or "cli")
             platform.approvals.record(

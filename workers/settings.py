@@ -247,6 +247,11 @@ class Settings(BaseSettings):
     oidc_roles_claim: str = Field(
         default="roles", description="JWT claim holding the caller's roles (requester, approver, auditor, admin)."
     )
+    oidc_apps_claim: str = Field(
+        default="erasure_apps",
+        description="JWT claim listing the apps a requester may file for (a list or a space-separated string); "
+        "absent: every app.",
+    )
     serve_port: Port = Field(default=8088, description="Port of 'erasure serve' (the compliance API).")
     oidc_client_id: str = Field(
         default="erasure-console",

@@ -20,24 +20,23 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
-import pytest_asyncio
 import uvicorn
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from google.protobuf import json_format
 from psycopg.types.json import Jsonb
 
-from console.app import PUBLIC_PATHS, create_app
+from console.app import PUBLIC_PATHS
 from console.identity import ROLES
-from console.wiring import build_console
 from stores.identity import subject_key
 from stores.seeder import user_ids
-from tests.oidc_issuer import AUDIENCE, LocalIssuer, new_key
+from tests.console_harness import APP, Api, Browser
+from tests.oidc_issuer import new_key
 from tests.saga_harness import SagaHarness
 from tests.stack_fixture import free_port_block
 from workers.codec import EncryptionCodec
@@ -46,7 +45,6 @@ from workflows.contracts import workflow_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
-APP = "console-app"
 PROXIED = ("GET", "POST")  # GETs and workflow queries: the proxied UI is read-only
 API_PREFIXES = ("/api/", "/codec/")  # bearer-token routes; the rest are pages (a session, else the login)
 
@@ -65,6 +63,7 @@ ALLOWED: dict[tuple[str, str], set[str] | None] = {
     ("GET", "/api/requests/{request_id}/receipt"): {"requester", "approver", "auditor"},
     ("GET", "/api/audit"): {"auditor", "admin"},
     ("GET", "/api/audit/verify"): {"auditor", "admin"},
+    ("GET", "/api/audit/export"): {"auditor", "admin"},
     ("POST", "/api/requests/{request_id}/hold"): {"admin"},
     ("POST", "/api/requests/{request_id}/release"): {"admin"},
     ("GET", "/api/tokens"): {"admin"},
@@ -77,56 +76,6 @@ ALLOWED: dict[tuple[str, str], set[str] | None] = {
     ("POST", "/api/forget/{request_id}/approve"): {"approver"},  # staff forgets that delete: four eyes
     ("POST", "/api/forget/{request_id}/deny"): {"approver"},
 }
-
-
-@pytest.fixture(scope="module")
-def issuer() -> Iterator[LocalIssuer]:
-    started = LocalIssuer().start()
-    yield started
-    started.stop()
-
-
-@dataclasses.dataclass
-class Api:
-    app: FastAPI
-    http: httpx.AsyncClient
-    issuer: LocalIssuer
-    saga: SagaHarness
-
-    def bearer(self, sub: str, *roles: str, **kwargs: Any) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.issuer.mint(sub, list(roles), **kwargs)}"}
-
-    async def file(self, user: str, sub: str = "rita@compliance.example") -> str:
-        reply = await self.http.post(
-            "/api/requests", json={"app_name": APP, "user_id": user}, headers=self.bearer(sub, "requester")
-        )
-        assert reply.status_code == 201, reply.text
-        return str(reply.json()["request_id"])
-
-    async def wait_for_state(self, request_id: str, *states: str, seconds: float = 60) -> str:
-        deadline = asyncio.get_running_loop().time() + seconds
-        while True:
-            state = self.saga.platform.requests.get(request_id).state
-            if state in states:
-                return state
-            assert asyncio.get_running_loop().time() < deadline, f"{request_id} stayed {state}"
-            await asyncio.sleep(0.2)
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def api(saga: SagaHarness, issuer: LocalIssuer) -> AsyncIterator[Api]:
-    settings = saga.settings.model_copy(
-        update={
-            "oidc_issuer": issuer.url,
-            "oidc_audience": AUDIENCE,
-            "console_url": "http://127.0.0.1:8088",
-            "codec_allowed_origins": "https://cloud.temporal.io",
-        }
-    )
-    console = build_console(settings, load_secrets(settings), saga.platform, saga.client)
-    app = create_app(console)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://console") as http:
-        yield Api(app, http, issuer, saga)
 
 
 def _routes(app: FastAPI) -> list[tuple[str, str]]:
@@ -721,35 +670,6 @@ async def test_a_csv_upload_files_each_row_and_reports_each_line(api: Api) -> No
     assert missing.status_code == 422
 
 
-class Browser:
-    """A cookie-keeping client of the console (in process) that follows the login through the real issuer."""
-
-    def __init__(self, api: Api) -> None:
-        self.api = api
-        self.http = httpx.AsyncClient(transport=httpx.ASGITransport(app=api.app), base_url="http://127.0.0.1:8088")
-
-    async def login(self, sub: str, *roles: str) -> None:
-        self.api.issuer.next_login = (sub, list(roles))
-        start = await self.http.get("/login")
-        assert start.status_code == 303
-        to_issuer = start.headers["location"]
-        assert to_issuer.startswith(self.api.issuer.url + "/authorize?")
-        assert "code_challenge_method=S256" in to_issuer
-        async with httpx.AsyncClient() as outside:  # the identity provider is a real server
-            back = await outside.get(to_issuer)
-        assert back.status_code == 303, back.text
-        callback = back.headers["location"].removeprefix("http://127.0.0.1:8088")
-        done = await self.http.get(callback)
-        assert done.status_code == 303, done.text
-        assert done.headers["location"] == "/"
-
-    def csrf(self, page: str) -> str:
-        return page.split('<meta name="csrf" content="', 1)[1].split('"', 1)[0]
-
-    async def close(self) -> None:
-        await self.http.aclose()
-
-
 async def test_people_log_in_with_pkce_file_approve_and_see_the_receipt_valid(api: Api) -> None:
     console = api.app.state.console
     target = user_ids(1, 607, prefix="console")[0]
@@ -766,7 +686,14 @@ async def test_people_log_in_with_pkce_file_approve_and_see_the_receipt_valid(ap
         forged = await rita.http.post("/requests/new", data={"csrf": "forged", "app_name": APP, "user_id": target})
         assert forged.status_code == 403  # the CSRF check
         filed = await rita.http.post(
-            "/requests/new", data={"csrf": rita.csrf(form.text), "app_name": APP, "user_id": target, "reason": "t"}
+            "/requests/new",
+            data={
+                "csrf": rita.csrf(form.text),
+                "app_name": APP,
+                "user_id": target,
+                "reason": "t",
+                "identity_method": "account_login",
+            },
         )
         assert filed.status_code == 303
         request_id = filed.headers["location"].rsplit("/", 1)[1]
@@ -838,6 +765,8 @@ PAGES: dict[tuple[str, str], set[str]] = {
     ("POST", "/requests/{request_id}/hold"): {"admin"},
     ("POST", "/requests/{request_id}/release"): {"admin"},
     ("GET", "/audit"): {"auditor", "admin"},
+    ("GET", "/audit.csv"): {"auditor", "admin"},
+    ("POST", "/requests/{request_id}/extend"): {"approver"},
     ("GET", "/tokens"): {"admin"},
     ("POST", "/tokens"): {"admin"},
     # Temporal UI behind the login (its upstream is not running here: the allowed roles get a 502)

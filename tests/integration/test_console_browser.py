@@ -110,6 +110,7 @@ def test_file_approve_complete_receipt_and_decoded_temporal_ui(full_stack: Setti
     requester.get_by_label("App", exact=True).fill(APP)
     requester.get_by_label(re.compile("^User id")).fill(target)
     requester.get_by_label(re.compile("^Reason")).fill("browser test: the subject asked to be forgotten")
+    requester.get_by_label("Method").select_option("account_login")
     requester.get_by_role("button", name="File request").click()
     requester.wait_for_url(re.compile(r"/requests/er_\w+$"))
     request_id = requester.url.rsplit("/", 1)[1]
@@ -131,7 +132,9 @@ def test_file_approve_complete_receipt_and_decoded_temporal_ui(full_stack: Setti
         assert time.monotonic() < deadline, f"the request stayed {current}"
         approver.wait_for_timeout(500)
     assert current == "completed"
-    approver.reload()
+    # the page reloads itself once the request is final and shows the receipt link (a reload of ours could
+    # race that one and be aborted)
+    approver.get_by_role("link", name=re.compile("signed receipt", re.I)).wait_for(timeout=60_000)
     _shot(approver, "06-request-completed")
 
     # the receipt, its signature checked by the console
@@ -160,3 +163,105 @@ def test_file_approve_complete_receipt_and_decoded_temporal_ui(full_stack: Setti
     refused.wait_for(timeout=60_000)
     assert direct.get_by_text('"app_name"').count() == 0
     _shot(direct, "10-temporal-ui-direct-ciphertext")
+
+
+def _logged_in(browser: Any, settings: Settings, who: str, path: str = "/") -> Any:
+    page = browser.new_context(accept_downloads=True).new_page()
+    page.goto(settings.console_base_url + path)
+    _log_in(page, settings, who)
+    return page
+
+
+def test_requester_approver_lead_and_auditor_walk_the_dashboard_request_page_and_audit_log(
+    full_stack: Settings, browser: Any
+) -> None:
+    """Issue 27: each role sees the dashboard and the request page with the buttons it may use and no others;
+    the request page says how the request was filed; an approver extends the due date with a reason; a lead
+    (requester and approver) is not offered, and is refused, the approval of their own request; the auditor
+    filters the audit log and exports it as CSV."""
+    from playwright.sync_api import expect
+
+    settings = full_stack
+    base = settings.console_base_url
+    users = user_ids(2, 711, prefix="walk")
+    with build_platform(settings) as platform, ThreadPoolExecutor(1) as thread:
+        thread.submit(asyncio.run, seed_platform(platform, APP, users, "small", 711)).result()
+
+    # the requester files, saying how the subject's identity was verified
+    requester = _logged_in(browser, settings, "demo-requester")
+    expect(requester.locator("#dashboard")).to_be_visible()
+    requester.get_by_role("link", name=re.compile("New request", re.I)).click()
+    requester.get_by_label("App", exact=True).fill(APP)
+    requester.get_by_label(re.compile("^User id")).fill(users[0])
+    requester.get_by_label(re.compile("^Reason")).fill("the subject wrote to privacy@")
+    requester.get_by_label(re.compile("^Note for the approver")).fill("ticket 5120, verified by reply")
+    requester.get_by_label("Method").select_option("email_confirmation")
+    requester.get_by_role("button", name="File request").click()
+    requester.wait_for_url(re.compile(r"/requests/er_\w+$"))
+    filed_id = requester.url.rsplit("/", 1)[1]
+    expect(requester.locator("#state")).to_have_text("pending_approval", timeout=30_000)
+    expect(requester.locator("#source")).to_have_text("console_form")
+    expect(requester.locator("#note")).to_have_text("ticket 5120, verified by reply")
+    expect(requester.locator("#identity")).to_contain_text("a link sent to the account's e-mail address")
+    for button in ("Approve", "Deny", "Extend the due date", "Place a legal hold"):
+        assert requester.get_by_role("button", name=button).count() == 0, button
+    _shot(requester, "11-requester-request-page")
+
+    # the lead files one too, and is neither offered nor allowed to approve it
+    lead = _logged_in(browser, settings, "demo-lead")
+    lead.get_by_role("link", name=re.compile("New request", re.I)).click()
+    lead.get_by_label("App", exact=True).fill(APP)
+    lead.get_by_label(re.compile("^User id")).fill(users[1])
+    lead.get_by_label("Method").select_option("account_login")
+    lead.get_by_role("button", name="File request").click()
+    lead.wait_for_url(re.compile(r"/requests/er_\w+$"))
+    own_id = lead.url.rsplit("/", 1)[1]
+    expect(lead.locator("#state")).to_have_text("pending_approval", timeout=30_000)
+    lead.reload()
+    expect(lead.locator("#own-request")).to_be_visible()
+    assert lead.get_by_role("button", name="Approve").count() == 0
+    csrf = lead.locator('meta[name="csrf"]').get_attribute("content")
+    tried = lead.request.post(f"{base}/requests/{own_id}/approve", form={"csrf": csrf})
+    assert "four eyes" in tried.text()
+    _shot(lead, "12-lead-own-request")
+    # the lead may decide what someone else filed: the buttons are there on the requester's request
+    lead.goto(f"{base}/requests/{filed_id}")
+    assert lead.get_by_role("button", name="Approve").count() == 1
+
+    # the approver: the dashboard counts both, extends one with a reason, approves the other
+    approver = _logged_in(browser, settings, "demo-approver")
+    assert int(approver.locator("#open-count").text_content() or "0") >= 2
+    approver.get_by_label(re.compile("^Search")).fill(own_id)
+    approver.get_by_role("button", name="Filter").click()
+    expect(approver.get_by_role("link", name=own_id)).to_be_visible()
+    assert approver.get_by_role("link", name=filed_id).count() == 0
+    approver.get_by_role("link", name=own_id).click()
+    due_before = approver.locator("dd", has_text="days left").text_content()
+    approver.get_by_label("Extend by (days, once)").fill("14")
+    approver.get_by_label("Reason for the extension").fill("waiting on the subject's reply")
+    approver.get_by_role("button", name="Extend the due date").click()
+    approver.wait_for_url(f"{base}/requests/{own_id}")
+    assert approver.locator("dd", has_text="days left").text_content() != due_before
+    _shot(approver, "13-approver-extended")
+    approver.goto(f"{base}/requests/{filed_id}")
+    approver.get_by_role("button", name="Approve").click()
+    approver.wait_for_url(f"{base}/requests/{filed_id}")
+
+    # the auditor reads, never decides; filters the audit log and exports what the filter shows
+    auditor = _logged_in(browser, settings, "demo-auditor", f"/requests/{own_id}")
+    for button in ("Approve", "Deny", "Extend the due date", "Cancel request", "Place a legal hold"):
+        assert auditor.get_by_role("button", name=button).count() == 0, button
+    auditor.goto(f"{base}/audit")
+    auditor.get_by_label("Request").fill(own_id)
+    auditor.get_by_role("button", name="Filter").click()
+    entries = auditor.locator("#audit-entries").inner_text()
+    for action in ("filed", "decision_refused", "extended"):
+        assert action in entries, (action, entries)
+    assert filed_id not in entries
+    _shot(auditor, "14-auditor-audit-log-filtered")
+    with auditor.expect_download() as download:
+        auditor.get_by_role("link", name=re.compile("Export these entries")).click()
+    exported = Path(download.value.path()).read_text()
+    assert exported.splitlines()[0] == "seq,at,actor,action,request_id,detail,hash"
+    assert "extended" in exported
+    assert filed_id not in exported
