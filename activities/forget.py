@@ -22,7 +22,7 @@ from stores.adapters.interface import AdapterNotConfigured
 from stores.forget_requests import ForgetPayload, ForgetRequestRow
 from stores.forgetting import TombstoneMatcher, journal_form
 from stores.identity import session_ref, subject_of_stored
-from stores.item_forget import ForgetOutcome, ItemForgetter
+from stores.item_forget import ForgetOutcome, ItemForgetter, session_items
 from stores.lifecycle_journal import LifecycleEntry
 from verifier.receipt import FORGET_SCHEMA_ID, digest, sign, signing_key
 from verifier.receipt_activity import issue_once, software_version, verifications_json
@@ -81,14 +81,6 @@ class ForgetActivities(PlatformActivities):
                 "SELECT id FROM memories WHERE subject_key = %s AND id = ANY(%s::uuid[])", (subject_key, ids)
             ).fetchall()
         return sorted(str(r[0]) for r in rows)
-
-    def _session_item_ids(self, subject_key: str, app_name: str, user_id: str, session_id: str) -> list[str]:
-        with self.platform.pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT id FROM memories WHERE subject_key = %s AND (session_id = %s OR source_sessions @> ARRAY[%s])",
-                (subject_key, session_id, session_ref(subject_key, session_id)),
-            ).fetchall()
-        return [str(r[0]) for r in rows]
 
     def _forget_cached(self, app_name: str, subject_key: str, matcher: TombstoneMatcher) -> int:
         try:
@@ -174,11 +166,19 @@ class ForgetActivities(PlatformActivities):
 
         sk, app, user, sid = row.subject_key, row.app_name, payload.user_id, str(payload.session_id)
         self.platform.ledger.mark_sessions(app, [sid], sk, row.request_id)  # permanent: never re-ingested
-        items = self._session_item_ids(sk, app, user, sid)
+        with self.platform.pool.connection() as conn:  # what came from this session alone; what a kept one shares
+            parts = session_items(conn, sk, sid, set(self.platform.ledger.sessions_of(sk)), row.request_id)
         outcome = forgetter.forget(
-            sk, app, user, items, request_id=row.request_id, tombstone_id=row.tombstone_id, strength="erase_session"
+            sk,
+            app,
+            user,
+            parts.only,
+            request_id=row.request_id,
+            tombstone_id=row.tombstone_id,
+            strength="erase_session",
+            detach=parts,
         )
-        self._journal(row, outcome, items)
+        self._journal(row, outcome, parts.only)
         beat(stage="artifacts")
         versions = self.platform.artifacts.erase_prefix(
             session_prefix(app, sk, sid), on_batch=lambda n: beat(stage="artifacts", versions=n)
@@ -197,6 +197,8 @@ class ForgetActivities(PlatformActivities):
                 "events": counts.events,
                 "items": outcome.items,
                 "derived_rows": outcome.derived,
+                "detached": outcome.detached,
+                "held": outcome.held,
                 "artifact_versions": versions,
                 "log_lines": lines,
                 "cached_responses": cached,
