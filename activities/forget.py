@@ -22,7 +22,7 @@ from stores.adapters.interface import AdapterNotConfigured
 from stores.forget_requests import ForgetPayload, ForgetRequestRow
 from stores.forgetting import TombstoneMatcher, journal_form
 from stores.identity import session_ref, subject_of_stored
-from stores.item_forget import ForgetOutcome, ItemForgetter, session_items
+from stores.item_forget import ForgetOutcome, ItemForgetter, session_items, session_texts
 from stores.lifecycle_journal import LifecycleEntry
 from verifier.receipt import FORGET_SCHEMA_ID, digest, sign, signing_key
 from verifier.receipt_activity import issue_once, software_version, verifications_json
@@ -168,6 +168,7 @@ class ForgetActivities(PlatformActivities):
         self.platform.ledger.mark_sessions(app, [sid], sk, row.request_id)  # permanent: never re-ingested
         with self.platform.pool.connection() as conn:  # what came from this session alone; what a kept one shares
             parts = session_items(conn, sk, sid, set(self.platform.ledger.sessions_of(sk)), row.request_id)
+            texts = session_texts(conn, sk, parts.only, self.platform.memory_store.decrypt_row)
         outcome = forgetter.forget(
             sk,
             app,
@@ -177,6 +178,7 @@ class ForgetActivities(PlatformActivities):
             tombstone_id=row.tombstone_id,
             strength="erase_session",
             detach=parts,
+            texts=texts,  # the same content written back by another door is refused too
         )
         self._journal(row, outcome, parts.only)
         beat(stage="artifacts")

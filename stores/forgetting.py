@@ -5,12 +5,15 @@ A forget tombstone covers one or more of a user's items at one strength:
 - ``suppress``: hidden from recall and preload, kept, reversible (``lift``);
 - ``forget``: the items are deleted and the tombstone blocks them (or text holding a forgotten span) from
   being written again: a re-ingested event, a summariser's output;
-- ``erase_session``: one whole session of the user (its permanent session tombstone lives in the ledger).
+- ``erase_session``: one whole session of the user (its permanent session tombstone lives in the ledger);
+  it also keeps keyed hashes of the whole normalised text of each memory that came from that session alone
+  (``text_digests``), so the same content written back by another door (no session id, a new one) is refused.
 
 It holds as little as possible: the subject key, the item ids, keyed hashes of the normalised forgotten
 spans with their word counts, keyed hashes of ``user:`` state keys, the strength and the times. A text is
-checked by hashing its word n-grams of the tombstones' span lengths (``TombstoneMatcher``): an exact match
-on normalised words, never a substring of free text, and no forgotten word kept in clear.
+checked by hashing its word n-grams of the tombstones' span lengths (``TombstoneMatcher``), and its whole
+normalised words against the text digests: an exact match on normalised words, never a substring of free
+text, and no forgotten word kept in clear.
 """
 
 from __future__ import annotations
@@ -46,6 +49,12 @@ def span_digest(secret: bytes, words: Sequence[str]) -> str:
     return hmac.new(key, " ".join(words).encode("utf-8"), hashlib.sha256).hexdigest()[:32]
 
 
+def text_digest(secret: bytes, words: Sequence[str]) -> str:
+    """Keyed hash of a whole text's normalised words (apart from span digests: matched whole, never inside)."""
+    key = derived_key(secret, "forget-text")
+    return hmac.new(key, " ".join(words).encode("utf-8"), hashlib.sha256).hexdigest()[:32]
+
+
 def state_key_digest(secret: bytes, state_key: str) -> str:
     return hmac.new(derived_key(secret, "forget-state-key"), state_key.encode("utf-8"), hashlib.sha256).hexdigest()[:32]
 
@@ -62,6 +71,7 @@ class ForgetTombstone:
     state_key_digests: frozenset[str]
     created_at: datetime
     lifted_at: datetime | None = None
+    text_digests: frozenset[str] = frozenset()
 
 
 def journal_form(t: ForgetTombstone) -> dict[str, Any]:
@@ -75,6 +85,7 @@ def journal_form(t: ForgetTombstone) -> dict[str, Any]:
         "span_digests": sorted(t.span_digests),
         "span_lengths": sorted(t.span_lengths),
         "state_key_digests": sorted(t.state_key_digests),
+        "text_digests": sorted(t.text_digests),
         "created_at": t.created_at.isoformat(),
     }
 
@@ -90,6 +101,7 @@ class TombstoneMatcher:
     _digests: frozenset[str] = field(init=False)
     _lengths: tuple[int, ...] = field(init=False)
     _states: frozenset[str] = field(init=False)
+    _texts: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
         chosen = [t for t in self.tombstones if t.strength in self.strengths]
@@ -97,17 +109,20 @@ class TombstoneMatcher:
         self._digests = frozenset(d for t in chosen for d in t.span_digests)
         self._lengths = tuple(sorted({n for t in chosen for n in t.span_lengths}))
         self._states = frozenset(d for t in chosen for d in t.state_key_digests)
+        self._texts = frozenset(d for t in chosen for d in t.text_digests)
 
     def __bool__(self) -> bool:
-        return bool(self._ids or self._digests or self._states)
+        return bool(self._ids or self._digests or self._states or self._texts)
 
     def covers_id(self, item_id: str) -> bool:
         return item_id in self._ids
 
     def covers_text(self, text: str) -> bool:
-        if not self._digests:
+        if not (self._digests or self._texts):
             return False
         words = tokens(text)
+        if self._texts and words and text_digest(self.secret, words) in self._texts:
+            return True
         for n in self._lengths:
             for start in range(0, len(words) - n + 1):
                 if span_digest(self.secret, words[start : start + n]) in self._digests:
@@ -123,7 +138,7 @@ class TombstoneMatcher:
 
 _COLUMNS = (
     "id, subject_key, app_name, strength, memory_ids, span_digests, span_lengths, state_key_digests, created_at, "
-    "lifted_at"
+    "lifted_at, text_digests"
 )
 
 
@@ -139,6 +154,7 @@ def _tombstone(row: tuple[Any, ...]) -> ForgetTombstone:
         state_key_digests=frozenset(row[7]),
         created_at=row[8],
         lifted_at=row[9],
+        text_digests=frozenset(row[10] or ()),
     )
 
 
@@ -160,8 +176,10 @@ class ForgetLedger:
         state_keys: Iterable[str] = (),
         request_id: str | None = None,
         tombstone_id: str | None = None,
+        texts: Iterable[str] = (),
     ) -> str:
-        """Write one tombstone (idempotent by ``tombstone_id``: a retry writes nothing more)."""
+        """Write one tombstone (idempotent by ``tombstone_id``: a retry writes nothing more). ``texts``: whole
+        texts refused again (an erased session's own memories), kept as keyed hashes of their words."""
         if strength not in STRENGTHS:
             raise ForgetRefused(f"unknown strength {strength!r}: one of {', '.join(STRENGTHS)}")
         ids = sorted({str(uuid.UUID(i)) for i in memory_ids})
@@ -169,7 +187,8 @@ class ForgetLedger:
         if any(len(w) > MAX_SPAN_WORDS for w in normalised):
             raise ForgetRefused(f"a span is longer than {MAX_SPAN_WORDS} words: name the item instead")
         keys = sorted({state_key_digest(self._secret, k) for k in state_keys})
-        if not (ids or normalised or keys):
+        wholes = sorted({text_digest(self._secret, w) for w in (span_words(t) for t in texts) if w})
+        if not (ids or normalised or keys or wholes):
             raise ForgetRefused("a forget must name items, spans or state keys")
         digests = sorted({span_digest(self._secret, w) for w in normalised})
         lengths = sorted({len(w) for w in normalised})
@@ -177,9 +196,9 @@ class ForgetLedger:
         with self._pool.connection() as conn:
             conn.execute(
                 "INSERT INTO forget_tombstones (id, subject_key, app_name, strength, memory_ids, span_digests, "
-                "span_lengths, state_key_digests, request_id) VALUES (%s, %s, %s, %s, %s::uuid[], %s, %s, %s, %s) "
-                "ON CONFLICT (id) DO NOTHING",
-                (new_id, subject_key, app_name, strength, ids, digests, lengths, keys, request_id),
+                "span_lengths, state_key_digests, request_id, text_digests) "
+                "VALUES (%s, %s, %s, %s, %s::uuid[], %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
+                (new_id, subject_key, app_name, strength, ids, digests, lengths, keys, request_id, wholes),
             )
         return new_id
 
@@ -189,8 +208,8 @@ class ForgetLedger:
             return (
                 conn.execute(
                     "INSERT INTO forget_tombstones (id, subject_key, app_name, strength, memory_ids, span_digests, "
-                    "span_lengths, state_key_digests, created_at) VALUES (%s, %s, %s, %s, %s::uuid[], %s, %s, %s, %s) "
-                    "ON CONFLICT (id) DO NOTHING",
+                    "span_lengths, state_key_digests, created_at, text_digests) "
+                    "VALUES (%s, %s, %s, %s, %s::uuid[], %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
                     (
                         t.id,
                         t.subject_key,
@@ -201,6 +220,7 @@ class ForgetLedger:
                         sorted(t.span_lengths),
                         sorted(t.state_key_digests),
                         t.created_at,
+                        sorted(t.text_digests),
                     ),
                 ).rowcount
                 > 0

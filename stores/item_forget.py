@@ -17,7 +17,7 @@ it is neither deleted, tombstoned nor listed, so the kept session can still re-l
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,6 +99,40 @@ def session_items(
     return SessionItems(ref, sorted({str(i) for i in only}), sorted(str(i) for i in shared))
 
 
+def session_texts(
+    conn: Connection[tuple[Any, ...]],
+    subject_key: str,
+    only: Sequence[str],
+    open_row: Callable[[uuid.UUID, bytes], str],
+) -> list[str]:
+    """The texts of the rows an erased session alone held, less any the subject still holds in another row
+    (the same words kept from a kept session must stay learnable): what its tombstone refuses whole."""
+    ids = [uuid.UUID(i) for i in only]
+    if not ids:
+        return []
+    rows = conn.execute(
+        "SELECT id, content_sealed, content_digest FROM memories WHERE subject_key = %s AND id = ANY(%s)",
+        (subject_key, ids),
+    ).fetchall()
+    kept = {
+        r[0]
+        for r in conn.execute(
+            "SELECT DISTINCT content_digest FROM memories WHERE subject_key = %s AND content_digest = ANY(%s) "
+            "AND NOT (id = ANY(%s))",
+            (subject_key, [r[2] for r in rows if r[2]], ids),
+        ).fetchall()
+    }
+    texts = []
+    for row_id, sealed, digest in rows:
+        if digest in kept:
+            continue
+        try:
+            texts.append(open_row(row_id, bytes(sealed)))
+        except Exception:  # noqa: S112 - a row whose key is gone holds nothing to refuse again
+            continue
+    return texts
+
+
 class ItemForgetter:
     def __init__(self, pool: ConnectionPool, forgetting: ForgetLedger) -> None:
         self._pool = pool
@@ -117,6 +151,7 @@ class ItemForgetter:
         tombstone_id: str,
         strength: str = "forget",
         detach: SessionItems | None = None,
+        texts: Sequence[str] = (),
     ) -> ForgetOutcome:
         """Forget ``memory_ids``; with ``detach`` (a session erase), its shared rows are kept and lose the
         session instead, in the same transaction (never followed as derived rows)."""
@@ -141,6 +176,7 @@ class ItemForgetter:
             state_keys=state_keys,
             request_id=request_id,
             tombstone_id=tombstone_id,
+            texts=texts,
         )
         with self._pool.connection() as conn, conn.transaction():
             conn.execute(

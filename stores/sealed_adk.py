@@ -31,6 +31,10 @@ step shreds the key): a late writer, which the second sweep removes, or a restor
 user id) that meets such a row fails too. Writing a row whose app or user id no subject key can be made
 of (``InvalidIdentifier``), or a row of google-adk's legacy schema (``UnknownSchema``), is refused rather
 than written in plain text.
+
+An erased session stays erased (issue 28, item 15): ``create_session`` refuses its old id (``SessionErased``,
+read from the session tombstones by the keyed digest, in the same database) and ``get_session`` returns
+``None`` for it, so no agent is ever served, or writes into, a session that was forgotten.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from google.adk.events.event import Event
 from google.adk.sessions import DatabaseSessionService, Session
 from google.adk.sessions.base_session_service import GetSessionConfig, ListSessionsResponse
 from google.adk.sessions.schemas import v0, v1
-from sqlalchemy import event, inspect
+from sqlalchemy import event, inspect, text
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlalchemy.orm import Session as OrmSession
 from sqlalchemy.orm import SessionTransaction, UOWTransaction
@@ -51,7 +55,7 @@ from sqlalchemy.orm.base import PASSIVE_NO_INITIALIZE
 
 from stores.adk_seal import RowSealer
 from stores.errors import InvalidIdentifier, UnknownSchema
-from stores.identity import is_subject_key, subject_key
+from stores.identity import is_subject_key, session_digest, subject_key
 from stores.keys import DataKeyStore
 
 _SEALING = "erasure.adk_sealing"  # Session.info: the service's keys
@@ -61,6 +65,10 @@ _LEGACY = (v0.StorageEvent, v0.StorageSession, v0.StorageUserState)
 _SEALED_CLASSES = (v1.StorageEvent, v1.StorageSession, v1.StorageUserState)
 #: google-adk's session factories this service replaces (both must exist, or nothing would seal)
 _FACTORIES = ("database_session_factory", "_read_only_database_session_factory")
+
+
+class SessionErased(ValueError):
+    """The session id names a session of this user that was erased: it can never be used again."""
 
 
 @dataclass(frozen=True)
@@ -105,10 +113,22 @@ class SealedSessionService(DatabaseSessionService):
         erasure could name)."""
         return subject_key(self._subject_secret, app_name, user_id)
 
+    async def session_erased(self, app_name: str, stored: str, session_id: str) -> bool:
+        """Whether the user's session of that id was erased (its permanent tombstone, by keyed digest)."""
+        digest = session_digest(self._subject_secret, stored, session_id)
+        async with self.db_engine.connect() as conn:
+            found = await conn.execute(
+                text("SELECT 1 FROM session_tombstones WHERE subject_key = :sk AND session_digest = :digest"),
+                {"sk": stored, "digest": digest},
+            )
+            return found.first() is not None
+
     async def create_session(
         self, *, app_name: str, user_id: str, state: dict[str, Any] | None = None, session_id: str | None = None
     ) -> Session:
         stored = self.stored_user_id(app_name, user_id)
+        if session_id is not None and await self.session_erased(app_name, stored, session_id):
+            raise SessionErased("this session was erased: its id cannot be used again, start a new session")
         made = await super().create_session(app_name=app_name, user_id=stored, state=state, session_id=session_id)
         return _as_raw(made, user_id)
 
@@ -117,7 +137,9 @@ class SealedSessionService(DatabaseSessionService):
     ) -> Session | None:
         stored = self.stored_user_id(app_name, user_id)
         got = await super().get_session(app_name=app_name, user_id=stored, session_id=session_id, config=config)
-        return None if got is None else _as_raw(got, user_id)
+        if got is None or await self.session_erased(app_name, stored, session_id):
+            return None  # an erased session is never served again, whatever wrote it back
+        return _as_raw(got, user_id)
 
     async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> ListSessionsResponse:
         """A user's sessions (with the raw id), or, without ``user_id``, every user's: those carry the subject

@@ -17,6 +17,8 @@ import uuid
 from typing import Any
 
 import pytest
+from google.adk.events.event import Event
+from google.genai import types
 from temporalio.testing import ActivityEnvironment
 
 from stores.fingerprint import snapshot
@@ -127,3 +129,68 @@ async def test_erasing_one_session_keeps_memories_a_kept_session_also_holds(plat
     assert any("Ravi" in r for r in recalled)
     assert not any("locker" in r for r in await recall(platform, APP, user, "locker code gym"))
     assert_untouched(before_other, snapshot(platform, APP, [other]))
+
+
+# ----- item 15: a forgotten session stays forgotten by the other doors ----------------------------------------
+
+
+async def test_an_erased_session_comes_back_by_no_other_door(platform: Platform) -> None:
+    run = uuid.uuid4().hex[:8]
+    user = f"returner-{run}@example.org"
+    sk = subject_key(platform.config.subject_secret, APP, user)
+    secret_turns = ["My locker code is behind the blue door.", "I told Ravi about the surprise party."]
+    erased, kept = await make_sessions(platform, APP, user, [secret_turns, ["I like filter coffee."]])
+    await ingest(platform, [erased, kept])
+    _row, applied, verified = await _erase_session(platform, sk, user, erased.id)
+    assert verified.passed, verified
+    assert applied.counts["sessions"] == 1
+
+    service = platform.adk_session_service()
+    try:
+        # the old id: refused, clearly, and nothing is written
+        with pytest.raises(Exception, match="erased") as refusal:
+            await service.create_session(app_name=APP, user_id=user, session_id=erased.id)
+        assert type(refusal.value).__name__ == "SessionErased"
+        assert await service.get_session(app_name=APP, user_id=user, session_id=erased.id) is None
+        assert platform.sessions.session_ids(APP, user) == [kept.id]
+        # a new session of the same user, and the same id for another user, are fine
+        other_user = f"other-{run}@example.org"
+        assert await service.create_session(app_name=APP, user_id=other_user, session_id=erased.id)
+        fresh = await service.create_session(app_name=APP, user_id=user)
+        assert fresh.id != erased.id
+    finally:
+        await service.db_engine.dispose()
+
+    # the same events written back without a session id: not ingested, not recalled
+    events = [
+        Event(
+            invocation_id=f"replay-{n}", author="user", content=types.Content(role="user", parts=[types.Part(text=t)])
+        )
+        for n, t in enumerate(secret_turns)
+    ]
+    refused = platform.memory_service.refused["forgotten"]
+    before = len(platform.memory_store.rows_of(APP, user))
+    await platform.memory_service.add_events_to_memory(app_name=APP, user_id=user, events=events)
+    from google.adk.memory.memory_entry import MemoryEntry
+
+    entries = [
+        MemoryEntry(author="user", content=types.Content(role="user", parts=[types.Part(text=t)])) for t in secret_turns
+    ]
+    await platform.memory_service.add_memory(app_name=APP, user_id=user, memories=entries)
+    assert len(platform.memory_store.rows_of(APP, user)) == before
+    assert platform.memory_service.refused["forgotten"] > refused
+    recalled = await recall(platform, APP, user, "locker code blue door Ravi surprise party")
+    assert not any("locker" in r or "Ravi" in r for r in recalled)
+    # what the kept session said can still be written again (the tombstone covers the erased session only)
+    await platform.memory_service.add_events_to_memory(
+        app_name=APP,
+        user_id=user,
+        events=[
+            Event(
+                invocation_id="again",
+                author="user",
+                content=types.Content(role="user", parts=[types.Part(text="I like filter coffee.")]),
+            )
+        ],
+    )
+    assert platform.memory_service.reinforced >= 1 or len(platform.memory_store.rows_of(APP, user)) > before
