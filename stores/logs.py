@@ -10,14 +10,22 @@ same app) or the subject key is among its recorded mention keys. A number or an 
 appears in another user's text is never the user.
 
 A purge removes every line naming the subject, mention-only lines included, and keeps every other line
-byte for byte, including lines that are not JSON, not UTF-8 or carry a ``user_id`` no identity could
-have: those are counted (``malformed``) and left alone, never retried on, never a reason to fail. The
-subject's index row is dropped last, once the current object holds no line naming the subject and its
-older versions are gone. Each segment is one resumable unit: a retry after a crash at any point finishes
-the job and changes nothing more.
+byte for byte, including lines that are not JSON, not UTF-8 or carry a ``user_id`` no identity could have:
+those are counted (``malformed``) and left alone, never retried on, never a reason to fail. The subject's
+index row is dropped last, once the current object holds no line naming the subject (in a legacy segment:
+none of the mention-only lines its index counts either) and its older versions are gone. Each segment is one
+resumable unit: a retry after a crash at any point finishes the job and changes nothing more.
 
-Segments shipped before mention keys were recorded carry mention-only lines that no structure identifies;
-they are not matched by text (that deleted other users' lines): re-ship such segments through ``ship``.
+Legacy segments: segments shipped before mention keys were recorded (``log_segments.mention_keys`` false)
+carry mention-only lines with no ``mentions`` field, yet the old shipper counted them in the mentioned
+user's index row. A purge of such a segment judges, once and before it rewrites anything, how many of the
+subject's lines the index counts beyond those structure identifies (recorded in the row's
+``legacy_mentions``, so a retry acts on the same judgement). Those lines are the subject's when exactly that
+many structureless lines of the app carry the subject's identity as one whole token of their text (the
+token's subject key is the subject key: exact, never a substring, and never without the index's count to
+confirm it); then they are removed with the subject's other lines. When the counts disagree nothing is
+guessed: the structured lines go, the index row stays (the verifier fails) until the segment is re-shipped
+through ``ship`` with mention keys. A legacy segment whose index counts no such line keeps every other line.
 
 Sealed lines (``stores.log_sealing``): a line naming a user is shipped with its ``user_id`` and ``msg`` sealed
 under the data key of every subject it names, and the owner's subject key in clear (``subject``), so a
@@ -55,6 +63,10 @@ if TYPE_CHECKING:
 MENTIONS = "mentions"
 #: The field holding the line's session as ``session_ref(owner's subject key, session id)``.
 SESSION = "session"
+#: ``log_subject_index.legacy_mentions`` when the index counts lines of a legacy segment no rule identifies.
+UNIDENTIFIED = -1
+#: Punctuation around a word of a legacy line's text that is not part of the identity it names.
+_AROUND = "\"'()[]{}<>,.;:!?"
 
 
 def hash_or_none(secret: bytes, app_name: str, user_id: object) -> str | None:
@@ -197,6 +209,32 @@ class SubjectLines:
         except (UnicodeDecodeError, ValueError, RecursionError):
             return Verdict.MALFORMED
 
+    def legacy_mention(self, record: object) -> bool:
+        """Whether a line with no structure at all (no ``subject``, ``mentions`` or sealed part: how the
+        shipper wrote every line before mention keys) of the subject's app carries the subject's identity as
+        one whole word of its text: the word's subject key is the subject key, never a substring. Trusted
+        only where the subject's index row counts exactly that many such lines (see the module docstring)."""
+        if not isinstance(record, dict) or record.get("app") != self._app:
+            return False
+        if any(field in record for field in (SUBJECT, MENTIONS, SEALED)):
+            return False
+        msg = record.get("msg")
+        if not isinstance(msg, str):
+            return False
+        return any(
+            token and self._key_of(token) == self._subject
+            for word in msg.split()
+            for token in {word, word.strip(_AROUND)}
+        )
+
+    def raw_legacy_mention(self, line: bytes) -> bool:
+        if not line.strip():
+            return False
+        try:
+            return self.legacy_mention(json.loads(line.decode("utf-8")))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            return False
+
 
 @dataclass(frozen=True)
 class SegmentPurge:
@@ -248,14 +286,16 @@ class LogArchive:
                 per_subject[sk] = per_subject.get(sk, 0) + 1
         with self._pool.connection() as conn, conn.transaction():
             conn.execute(
-                "INSERT INTO log_segments (segment_key, window_start, shard, line_count) VALUES (%s, %s, %s, %s) "
-                "ON CONFLICT (segment_key) DO UPDATE SET line_count = EXCLUDED.line_count",
+                "INSERT INTO log_segments (segment_key, window_start, shard, line_count, mention_keys) "
+                "VALUES (%s, %s, %s, %s, true) "
+                "ON CONFLICT (segment_key) DO UPDATE SET line_count = EXCLUDED.line_count, mention_keys = true",
                 (key, window_start, shard, len(lines)),
             )
             with conn.cursor() as cur:
                 cur.executemany(
                     "INSERT INTO log_subject_index (subject_key, segment_key, line_count) VALUES (%s, %s, %s) "
-                    "ON CONFLICT (subject_key, segment_key) DO UPDATE SET line_count = EXCLUDED.line_count",
+                    "ON CONFLICT (subject_key, segment_key) DO UPDATE SET line_count = EXCLUDED.line_count, "
+                    "legacy_mentions = NULL",
                     [(sk, key, n) for sk, n in per_subject.items()],
                 )
         return key
@@ -367,9 +407,13 @@ class LogArchive:
     ) -> SegmentPurge:
         lines = split_lines(self.read_raw(key) or b"")
         verdicts = [matcher.raw(line) for line in lines]
-        kept = [line for line, v in zip(lines, verdicts, strict=True) if v is not Verdict.SUBJECT]
+        rule = matcher.subject_lines if isinstance(matcher, SessionLines) else matcher
+        judged, legacy = self._legacy_judgement(conn, key, subject, rule, lines)
+        mentions_go = judged > 0 and isinstance(matcher, SubjectLines)  # legacy lines belong to no session
+        doomed = [v is Verdict.SUBJECT or (mentions_go and legacy[n]) for n, v in enumerate(verdicts)]
+        kept = [line for line, gone in zip(lines, doomed, strict=True) if not gone]
         removed = len(lines) - len(kept)
-        malformed = sum(1 for v in verdicts if v is Verdict.MALFORMED)
+        malformed = sum(1 for v, gone in zip(verdicts, doomed, strict=True) if v is Verdict.MALFORMED and not gone)
         current_version: str | None = None
         if removed:
             put = self._s3.put_object(
@@ -378,10 +422,11 @@ class LogArchive:
             current_version = put.get("VersionId")
         self._drop_old_versions(key, current_version)
         # the index row goes last, once the current object holds no line naming the subject (``kept`` is
-        # exactly that object) and no older version of it is left: a crash before this point leaves the
-        # row, and the retry finds the segment through it
-        named = isinstance(matcher, SessionLines) and any(
-            v is Verdict.SUBJECT for v in (matcher.subject_lines.raw(line) for line in kept)
+        # exactly that object: in a legacy segment, none of the mention-only lines its index counts either)
+        # and no older version of it is left: a crash before this point leaves the row, and the retry finds
+        # the segment through it
+        named = judged == UNIDENTIFIED or any(
+            rule.raw(line) is Verdict.SUBJECT or (judged > 0 and rule.raw_legacy_mention(line)) for line in kept
         )
         if removed or not named:  # one statement (atomic), on the connection holding the segment's lock
             conn.execute(
@@ -397,6 +442,42 @@ class LogArchive:
                 },
             )
         return SegmentPurge(removed, malformed)
+
+    def _legacy_judgement(
+        self,
+        conn: Connection[tuple[Any, ...]],
+        key: str,
+        subject: str,
+        rule: SubjectLines,
+        lines: list[bytes],
+    ) -> tuple[int, list[bool]]:
+        """(how many of the subject's mention-only lines a legacy segment holds by its index, which lines are
+        structureless lines naming the subject as a whole word); ``(0, [])`` for a segment shipped with
+        mention keys or with no index row of the subject. Judged once, recorded before anything changes.
+
+        The index row counts the subject's lines at ship time; those structure identifies are the subject's,
+        the rest are mention-only lines. They are identified when exactly that many structureless lines name
+        the subject as a whole word; otherwise ``UNIDENTIFIED``. Once judged, the lines so identified only
+        ever become fewer (purges remove lines, a re-ship clears the judgement), so a retry removes whichever
+        of them are still there."""
+        row = conn.execute(
+            "SELECT i.line_count, i.legacy_mentions, s.mention_keys FROM log_subject_index i "
+            "JOIN log_segments s USING (segment_key) WHERE i.subject_key = %s AND i.segment_key = %s",
+            (subject, key),
+        ).fetchone()
+        if row is None or row[2]:
+            return 0, []
+        own = [rule.raw(line) is Verdict.SUBJECT for line in lines]
+        legacy = [not mine and rule.raw_legacy_mention(line) for line, mine in zip(lines, own, strict=True)]
+        if row[1] is not None:
+            return int(row[1]), legacy
+        unaccounted, found = int(row[0]) - sum(own), sum(legacy)
+        judged = 0 if unaccounted <= 0 else (found if found == unaccounted else UNIDENTIFIED)
+        conn.execute(
+            "UPDATE log_subject_index SET legacy_mentions = %s WHERE subject_key = %s AND segment_key = %s",
+            (judged, subject, key),
+        )
+        return judged, legacy
 
     def _drop_old_versions(self, key: str, keep_version: str | None) -> None:
         listing = self._s3.list_object_versions(Bucket=self._bucket, Prefix=key)

@@ -8,6 +8,12 @@ indexed: the subject's index rows, the segments the logs step recorded, and a sa
 segments (catching lines a shipper failed to index). Malformed lines (not UTF-8, not a JSON object, a
 ``user_id`` no identity could have, a ``subject`` that is not a subject key, ``mentions`` not a list of
 strings) are counted, never a failure and never a reason to raise.
+
+In a legacy segment (shipped before mention keys: ``log_segments.mention_keys`` false) a mention-only line
+carries no structure; the check counts, apart, the structureless lines of the app that carry the subject's
+identity as one whole word of their text (the word's subject key is the subject key: exact, never a
+substring). The eraser removes such lines when the index confirms them and keeps the index row otherwise,
+so any left is a failure (at worst a false alarm on a legacy segment, never a pass over a left line).
 """
 
 from __future__ import annotations
@@ -29,12 +35,15 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 _SUBJECT_KEY = re.compile(r"sk_[0-9a-f]{40}")  # the verifier's own copy of the subject key's shape
+_AROUND = "\"'()[]{}<>,.;:!?"  # punctuation around a word that is not part of the identity it names
+_STRUCTURE = ("subject", "mentions", "sealed")  # a line with any of these was shipped with mention keys
 
 
 @dataclass(frozen=True)
 class SegmentScan:
     subject_lines: int = 0
     malformed_lines: int = 0
+    legacy_mention_lines: int = 0  # structureless lines naming the subject as a whole word (legacy segments)
 
 
 class SubjectLineRule:
@@ -52,8 +61,10 @@ class SubjectLineRule:
                 self._hashes[user_id] = None
         return self._hashes[user_id]
 
-    def scan(self, body: bytes) -> SegmentScan:
-        found = malformed = 0
+    def scan(self, body: bytes, legacy: bool = False) -> SegmentScan:
+        """Lines naming the subject by structure, malformed lines and, in a legacy segment, structureless
+        lines naming the subject as a whole word of their text."""
+        found = malformed = mentions = 0
         for raw in body.split(b"\n"):
             if not raw.strip():
                 continue
@@ -68,7 +79,17 @@ class SubjectLineRule:
             mine, odd = self._judge(value)
             found += mine
             malformed += odd and not mine
-        return SegmentScan(found, malformed)
+            mentions += legacy and not mine and self._names_in_text(value)
+        return SegmentScan(found, malformed, mentions)
+
+    def _names_in_text(self, line: dict[str, object]) -> bool:
+        if line.get("app") != self.app_name or any(field in line for field in _STRUCTURE):
+            return False
+        msg = line.get("msg")
+        if not isinstance(msg, str):
+            return False
+        words = {token for word in msg.split() for token in (word, word.strip(_AROUND)) if token}
+        return any(self._hash(token) == self.subject for token in words)
 
     def _judge(self, line: dict[str, object]) -> tuple[bool, bool]:
         """(names the subject, malformed)."""
@@ -124,6 +145,14 @@ class LogReads:
                 (window_before, window_before, limit),
             ).fetchall()
         return [r[0] for r in rows]
+
+    def legacy_segments(self, keys: list[str]) -> set[str]:
+        """Those of ``keys`` shipped before mention keys were recorded (their rows do not say they carry them)."""
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT segment_key FROM log_segments WHERE segment_key = ANY(%s) AND NOT mention_keys", (keys,)
+            ).fetchall()
+        return {r[0] for r in rows}
 
     def body(self, key: str) -> bytes | None:
         try:

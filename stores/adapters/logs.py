@@ -7,7 +7,9 @@ segments, one at a time (a purged segment leaves the index, so a retry sees only
 versions, and keeps every other line byte for byte; others' malformed lines are counted
 (``malformed_lines``), never a failure. Remaining has its own reader (``stores.adapters.log_reads``): the
 index rows, the lines in the segments the logs step recorded and in a sample of the most recent segments,
-and old segment versions.
+and old segment versions. Segments shipped before mention keys existed ("legacy", ``stores.logs``) hold
+mention-only lines without structure: the eraser removes those its index confirms and otherwise keeps the
+index row; the check counts any left (``legacy_mention_lines``) by the exact identity of a whole word.
 """
 
 from __future__ import annotations
@@ -80,15 +82,16 @@ class LogsAdapter:
         before = bound.erased_at if bound else None
         named = sorted(set(record.purged_segments))
         sample = [k for k in reads.recent_segments(RECENT_LOG_SAMPLE, before) if k not in set(named)]
+        legacy = reads.legacy_segments(named + sample)
 
         def inspect(key: str) -> tuple[SegmentScan, int]:
             """(scan, old versions) of one segment; nothing once it is gone. Old versions of named ones."""
             body = reads.body(key)
             if body is None:
                 return SegmentScan(), 0
-            return rule.scan(body), reads.old_versions(key) if key in named else 0
+            return rule.scan(body, legacy=key in legacy), reads.old_versions(key) if key in named else 0
 
-        named_lines = sample_lines = old_versions = malformed = 0
+        named_lines = sample_lines = old_versions = malformed = legacy_mentions = 0
         with ThreadPoolExecutor(LOG_READERS, thread_name_prefix="verify-logs") as readers:
             for n, (scan, old) in enumerate(readers.map(inspect, named + sample)):
                 if n < len(named):
@@ -97,12 +100,14 @@ class LogsAdapter:
                     sample_lines += scan.subject_lines
                 old_versions += old
                 malformed += scan.malformed_lines
+                legacy_mentions += scan.legacy_mention_lines
                 beat({"segments_checked": n + 1})
         counts = {
             "index_entries": reads.index_entries(subject.subject_key, before),
             "lines_in_named_segments": named_lines,
             "old_segment_versions": old_versions,
             "lines_in_recent_sample": sample_lines,
+            "legacy_mention_lines": legacy_mentions,
         }
         note = f"{malformed} malformed lines of others kept as they were" if malformed else ""
         return Remaining(counts, reported={MALFORMED: malformed}, note=note)
