@@ -14,6 +14,11 @@ Blobs are the ADK ``Part`` as JSON, sealed with the user's data key (AES-256-GCM
 the blob header and in the object's metadata. Works on versioned and unversioned buckets: the erase
 adapter lists object versions and delete markers under one scope prefix at a time and removes them with
 ``DeleteObjects`` in batches of at most 1,000 keys.
+
+An upload started and never completed (``CreateMultipartUpload`` without ``CompleteMultipartUpload``) is
+no object version, yet the store keeps its parts, the user's bytes, until it is aborted: the eraser lists
+the incomplete uploads under the user's prefix (``ListMultipartUploads``, exactly that prefix) and aborts
+each, before it deletes the objects so that none completes into a new object behind the listing.
 """
 
 from __future__ import annotations
@@ -139,6 +144,36 @@ class ArtifactEraser:
     ) -> int:
         """The whole user prefix: catches artifacts of sessions that no longer exist (stranded)."""
         return self.erase_prefix(user_prefix(app_name, subject), on_batch, modified_before)
+
+    def uploads(self, prefix: str, initiated_before: datetime | None = None) -> Iterator[tuple[str, str]]:
+        """(key, upload id) of every incomplete multipart upload under ``prefix`` (optionally only those
+        started before a time), listed by prefix: cost follows the user's uploads, not the bucket's."""
+        pages = self._s3.get_paginator("list_multipart_uploads").paginate(Bucket=self._bucket, Prefix=prefix)
+        for page in pages:
+            for upload in page.get("Uploads", []):
+                key, upload_id = upload.get("Key", ""), upload.get("UploadId", "")
+                if not key.startswith(prefix) or not upload_id:
+                    continue  # never another prefix's, whatever a store answers
+                started = upload.get("Initiated")
+                if initiated_before is not None and (started is None or started >= initiated_before):
+                    continue
+                yield key, upload_id
+
+    def abort_uploads(self, prefix: str, initiated_before: datetime | None = None) -> int:
+        """Abort every incomplete multipart upload under ``prefix`` (its parts go with it); idempotent (one
+        already gone is not counted). Returns uploads aborted."""
+        aborted = 0
+        for key, upload_id in list(self.uploads(prefix, initiated_before)):
+            try:
+                self._s3.abort_multipart_upload(Bucket=self._bucket, Key=key, UploadId=upload_id)
+            except self._s3.exceptions.NoSuchUpload:
+                continue  # completed or aborted since the listing: a completed one is an object version
+            aborted += 1
+        return aborted
+
+    def abort_uploads_of(self, app_name: str, subject: str, initiated_before: datetime | None = None) -> int:
+        """Every incomplete multipart upload under the user's prefix, every scope."""
+        return self.abort_uploads(user_prefix(app_name, subject), initiated_before)
 
     def count_user(self, app_name: str, subject: str) -> ScopeListing:
         """Everything under the user's prefix: every session scope and the user scope."""

@@ -3,7 +3,9 @@
 The key layout puts every session scope and the ``user:`` scope of a user under one prefix named by the
 subject key (``stores.artifacts``), so one listing pass reaches them all, stranded ones included. Deletes
 go through ``stores.s3_batch`` (a reply listing errors is a failure), a heartbeat per batch; a retry lists
-again and finds only what is left, and the cursor carries the count so far.
+again and finds only what is left, and the cursor carries the count so far. Incomplete multipart uploads
+under the prefix (their parts hold the user's bytes, and no version listing shows them) are aborted first,
+and the check lists them too.
 """
 
 from __future__ import annotations
@@ -40,7 +42,24 @@ class ArtifactReads:
                 break
             kwargs["KeyMarker"] = page.get("NextKeyMarker")
             kwargs["VersionIdMarker"] = page.get("NextVersionIdMarker")
-        return {"object_versions": versions, "delete_markers": markers}
+        return {
+            "object_versions": versions,
+            "delete_markers": markers,
+            "incomplete_uploads": self.incomplete_uploads(app_name, subject, before),
+        }
+
+    def incomplete_uploads(self, app_name: str, subject: str, before: datetime | None) -> int:
+        """Multipart uploads under the subject's prefix never completed nor aborted (started before
+        ``before``, when given: later ones belong to a returning user)."""
+        prefix = user_prefix(app_name, subject)
+        found = 0
+        for page in self._s3.get_paginator("list_multipart_uploads").paginate(Bucket=self._bucket, Prefix=prefix):
+            found += sum(
+                1
+                for u in page.get("Uploads", [])
+                if u.get("Key", "").startswith(prefix) and (before is None or u["Initiated"] < before)
+            )
+        return found
 
 
 class ArtifactsAdapter:
@@ -68,16 +87,21 @@ class ArtifactsAdapter:
 
     def erase(self, subject: Subject, cursor: Mapping[str, Any], beat: Beat) -> dict[str, int]:
         base, batches = int(cursor.get("removed", 0)), int(cursor.get("batches", 0))
-        resumed = int(batches > 0)
+        resumed = int(batches > 0 or "uploads" in cursor)
+        artifacts = self.platform.artifacts
+        # uploads first: one completed behind the version listing would leave a new object version
+        uploads = int(cursor.get("uploads", 0)) + artifacts.abort_uploads_of(subject.app_name, subject.subject_key)
+        beat({"removed": base, "batches": batches, "uploads": uploads})
 
         def progress(n: int) -> None:
             nonlocal batches
             batches += 1
-            beat({"removed": base + n, "batches": batches})
+            beat({"removed": base + n, "batches": batches, "uploads": uploads})
 
-        removed = self.platform.artifacts.erase_everything_of(subject.app_name, subject.subject_key, on_batch=progress)
+        removed = artifacts.erase_everything_of(subject.app_name, subject.subject_key, on_batch=progress)
         return {
             "objects": base + removed,  # object versions and delete markers, every scope
+            "incomplete_uploads": uploads,  # multipart uploads aborted (their parts with them)
             "delete_requests": batches,
             "resumed_from_heartbeat": resumed,
         }
@@ -89,10 +113,10 @@ class ArtifactsAdapter:
     def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:
         # S3 LastModified has one-second resolution: only objects clearly older than the erasure count
         older = None if before is None else before.replace(microsecond=0) - timedelta(seconds=1)
-        found = self.platform.artifacts.erase_everything_of(
-            subject.app_name, subject.subject_key, modified_before=older
-        )
-        return Swept({"artifacts": found})
+        artifacts = self.platform.artifacts
+        found = artifacts.abort_uploads_of(subject.app_name, subject.subject_key, initiated_before=older)
+        found += artifacts.erase_everything_of(subject.app_name, subject.subject_key, modified_before=older)
+        return Swept({"artifacts": found})  # object versions, delete markers and incomplete uploads
 
     def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
         from stores.identity import subject_key

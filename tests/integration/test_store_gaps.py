@@ -17,9 +17,11 @@ from typing import Any
 
 import pytest
 
+from stores.artifacts import artifact_prefix, user_prefix
 from stores.identity import subject_key
 from stores.logs import LogArchive, LogLine
 from stores.platform import Platform
+from tests.adapter_wrap import open_request
 from tests.saga_harness import SagaHarness
 from workflows.contracts import VERIFIER_WORKFLOW, VerifyInput, VerifyResult
 
@@ -240,3 +242,47 @@ async def test_the_erasure_removes_a_legacy_mention_and_the_check_fails_on_one_l
     assert again.counts["legacy_mention_lines"] == 1
     assert again.counts["old_segment_versions"] == 0  # the planted line is what fails the check
 
+
+# ----- artifacts: incomplete multipart uploads ----------------------------------------------------------
+
+
+def start_upload(platform: Platform, app: str, sk: str, body: bytes) -> tuple[str, str]:
+    """A multipart upload of an artifact version, one part sent, never completed: (key, upload id)."""
+    bucket = platform.config.artifact_bucket
+    key = artifact_prefix(app, sk, "scan.pdf", "session-1") + "0"
+    upload_id = platform.s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+    platform.s3.upload_part(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=1, Body=body)
+    return key, upload_id
+
+
+def uploads_under(platform: Platform, prefix: str) -> list[tuple[str, str]]:
+    listing = platform.s3.list_multipart_uploads(Bucket=platform.config.artifact_bucket, Prefix=prefix)
+    return [(u["Key"], u["UploadId"]) for u in listing.get("Uploads", [])]
+
+
+def test_an_incomplete_multipart_upload_is_aborted_and_the_check_fails_while_it_is_there(
+    platform: Platform,
+) -> None:
+    app = "gaps-mpu"
+    subject = open_request(platform, app, f"mpu-{uuid.uuid4().hex[:8]}")
+    other = sk_of(platform, app, f"mpu-{uuid.uuid4().hex[:8]}")
+    bucket, adapter = platform.config.artifact_bucket, platform.adapters.get("artifacts")
+    mine = start_upload(platform, app, subject.subject_key, b"the user's prescription, part 1")
+    theirs = start_upload(platform, app, other, b"another user's upload, part 1")
+    theirs_parts = platform.s3.list_parts(Bucket=bucket, Key=theirs[0], UploadId=theirs[1])["Parts"]
+    assert uploads_under(platform, user_prefix(app, subject.subject_key)) == [mine]  # SeaweedFS lists them
+
+    record = platform.requests.record(subject.request_id)
+    left = adapter.remaining(subject, record, None, lambda _d: None)
+    assert any(left.counts.values()), left.counts  # the check sees the upload
+    assert left.counts["incomplete_uploads"] == 1
+
+    counts = adapter.erase(subject, {}, lambda _d: None)
+    assert counts["incomplete_uploads"] == 1
+    assert uploads_under(platform, user_prefix(app, subject.subject_key)) == []
+    assert not any(adapter.remaining(subject, record, None, lambda _d: None).counts.values())
+    assert adapter.erase(subject, {}, lambda _d: None)["incomplete_uploads"] == 0  # idempotent
+    # the other user's upload, its parts as they were
+    assert uploads_under(platform, user_prefix(app, other)) == [theirs]
+    assert platform.s3.list_parts(Bucket=bucket, Key=theirs[0], UploadId=theirs[1])["Parts"] == theirs_parts
+    platform.s3.abort_multipart_upload(Bucket=bucket, Key=theirs[0], UploadId=theirs[1])
