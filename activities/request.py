@@ -19,6 +19,7 @@ from stores.identity import session_ref, token_digest
 from stores.presence import flattened, presence_by_store, unplanned_stores
 from stores.redaction import sensitive
 from stores.request_record import CiphertextSample
+from stores.verbatim_copies import runs_of
 from workflows import error_types
 from workflows.contracts import Activities, BeginResult, DueChange, FinishInput, HoldStatus, StateChange, StepInput
 
@@ -99,6 +100,7 @@ class RequestActivities(PlatformActivities):
                 )
             found = flattened(by_store)
             canaries = self._canaries(subject.subject_key, subject.app_name, subject.user_id)
+            runs, copies = self._text_runs(subject.subject_key, subject.app_name, subject.user_id)
             sample = self.platform.memory.sample_sealed(subject.subject_key)
         if not any(found.values()):
             log.warning("subject_not_found", subject_key=subject.subject_key, request_id=inp.request_id)
@@ -108,8 +110,23 @@ class RequestActivities(PlatformActivities):
             ciphertext_sample=CiphertextSample(sample[0], base64.b64encode(sample[1]).decode()) if sample else None,
             sessions_at_start=sessions,
             found_at_start=found,
+            text_runs=runs,
+            copies_at_start=copies,
         )
         return BeginResult(started_at=now.isoformat(), sessions=sessions, canaries=len(canaries))
+
+    def _text_runs(self, subject_key: str, app_name: str, user_id: str) -> tuple[list[list[str]], list[str]]:
+        """Runs of the user's words (keyed digests) and the rows of other subjects already holding one: copies
+        made before the request, which the erasure keeps and the receipt discloses (counts only). Rows derived
+        from the user's go with the erasure and are no copies."""
+        secret = self.platform.config.subject_secret
+        texts = [*self.platform.memory.user_texts(subject_key, self.platform.memory_store)]
+        texts += _event_texts(self.platform, app_name, user_id)
+        refs = [session_ref(subject_key, s) for s in self.platform.sessions.session_ids(app_name, user_id)]
+        derived = self.platform.memory.derived_ids(subject_key, refs)
+        runs = self.platform.memory.distinctive_runs(runs_of(secret, texts), subject_key, derived)
+        copies = self.platform.memory.holders_of_runs(runs, subject_key, self.platform.memory_store, derived)
+        return runs, sorted(str(c) for c in copies)
 
     def _canaries(self, subject_key: str, app_name: str, user_id: str) -> list[str]:
         """Keyed digests of distinctive words found in the user's memories and events and nobody else's."""
@@ -194,6 +211,7 @@ class RequestActivities(PlatformActivities):
             ciphertext_sample_destroyed=True,
             canaries=None,
             canaries_destroyed=True,
+            text_runs=None,
         )
         if requests.forget_user_id(inp.request_id) or inp.status == "failed":
             count("erasure_requests_finished", "erasure requests by final status", status=inp.status)

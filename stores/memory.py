@@ -27,7 +27,7 @@ from psycopg_pool import ConnectionPool
 
 from stores.common_digests import COMMON_HOLDERS, common_digests
 from stores.embedding import Embedder, HashingEmbedder, tokens
-from stores.errors import DataKeyShredded
+from stores.errors import CiphertextInvalid, DataKeyShredded
 from stores.identity import derived_key, session_digest, session_ref, subject_key, subject_of_stored, token_digest
 from stores.keys import DataKeyStore
 from stores.memory_lifecycle import (
@@ -40,6 +40,7 @@ from stores.memory_lifecycle import (
 )
 from stores.owner_holds import partition_by_hold
 from stores.tombstones import fence_lock_key
+from stores.verbatim_copies import distinctive, holders
 
 KINDS = ("episode", "fact", "summary", "procedure")
 #: decayed confidence in SQL (the same rule as ``memory_lifecycle.decayed``): halved per half-life of the tier
@@ -252,6 +253,10 @@ class MemoryStore:
                 if cur.fetchone() is not None:
                     inserted.append(r[0])
         return FencedWrite(inserted, len(rows) - len(inserted) - len(reinforced), reinforced)
+
+    @property
+    def subject_secret(self) -> bytes:
+        return self._secret
 
     def decrypt_row(self, row_id: uuid.UUID, sealed: bytes) -> str:
         return self._keys.decrypt(sealed, row_id.bytes).decode("utf-8")
@@ -558,6 +563,46 @@ class MemoryEraser:
             for tok in set(tokens(text)):
                 counts[tok] = counts.get(tok, 0) + 1
         return counts
+
+    def user_texts(self, subject: str, store: MemoryStore, limit: int = 200) -> list[str]:
+        """The texts of a bounded sample of the user's rows (decrypted in memory only)."""
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT id, content_sealed FROM memories WHERE subject_key = %s ORDER BY created_at LIMIT %s",
+                (subject, limit),
+            ).fetchall()
+        texts = []
+        for row_id, sealed in rows:
+            try:
+                texts.append(store.decrypt_row(row_id, bytes(sealed)))
+            except DataKeyShredded:
+                continue
+        return texts
+
+    def holders_of_runs(
+        self,
+        runs: Sequence[Sequence[str]],
+        excluding_subject: str,
+        store: MemoryStore,
+        excluding_rows: Sequence[uuid.UUID] = (),
+    ) -> set[uuid.UUID]:
+        """Rows of other subjects holding one of ``runs`` word for word (``stores.verbatim_copies``)."""
+
+        def opened(row_id: uuid.UUID, sealed: bytes) -> str | None:
+            try:
+                return store.decrypt_row(row_id, sealed)
+            except (DataKeyShredded, CiphertextInvalid):
+                return None
+
+        with self._pool.connection() as conn:
+            return holders(conn, store.subject_secret, opened, runs, excluding_subject, excluding_rows)
+
+    def distinctive_runs(
+        self, runs: Sequence[Sequence[str]], excluding_subject: str, excluding_rows: Sequence[uuid.UUID] = ()
+    ) -> list[list[str]]:
+        """Those of ``runs`` few enough rows of others hold to be the user's text (``stores.verbatim_copies``)."""
+        with self._pool.connection() as conn:
+            return distinctive(conn, runs, excluding_subject, excluding_rows)
 
     def derived_ids(self, subject: str, session_refs: Sequence[str]) -> list[uuid.UUID]:
         """Rows derived from the subject's rows or sessions (transitively, whoever they are filed under)."""

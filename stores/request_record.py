@@ -50,6 +50,11 @@ class RequestRecord:
     canaries_destroyed: bool = False
     sessions_at_start: int | None = None
     found_at_start: dict[str, int] | None = None
+    # runs of the user's words (ordered keyed digests, ``stores.verbatim_copies``) and the rows of other
+    # subjects that held one at the start (copies made before the request: kept, disclosed); destroyed at
+    # completion with the canaries
+    text_runs: list[list[str]] | None = None
+    copies_at_start: list[str] | None = None
     # sessions step (and the second sweep): every session tombstoned for the subject, as keyed digests
     # (``stores.identity.session_digest``), never the session ids
     erased_sessions: list[str] | None = None

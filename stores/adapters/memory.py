@@ -170,8 +170,26 @@ class MemoryAdapter:
             counts["rows_matching_canaries"], held_canaries = self.reads.rows_with_digests(record.canaries, before)
             if held_canaries:
                 reported["canary_rows_kept_under_owners_hold"] = held_canaries
+        if record.text_runs is not None:  # the user's text word for word under another owner
+            beat({"phase": "verbatim runs"})
+            holding = self.platform.memory.holders_of_runs(record.text_runs, sk, self.platform.memory_store)
+            new = sorted(holding - {uuid.UUID(i) for i in record.copies_at_start or []})
+            started = self.platform.requests.get(subject.request_id).started_at
+            with self.platform.pool.connection() as conn:
+                held_runs = held_among(conn, new)
+                dated = dict(conn.execute("SELECT id, created_at FROM memories WHERE id = ANY(%s)", (new,)).fetchall())
+            # dated before the request began yet not found then: the user's text moved under another owner
+            moved = [i for i in new if i not in held_runs and (started is None or dated.get(i, started) < started)]
+            counts["rows_holding_user_text"] = len(moved)
+            later = len(new) - len(moved) - len(held_runs)
+            if later:  # another subject wrote the user's words after the request began: theirs, disclosed
+                reported["copies_written_after_start"] = later
+            if held_runs:
+                reported["text_rows_kept_under_owners_hold"] = len(held_runs)
+        if record.copies_at_start:  # copies made before the request: another subject's rows, kept, disclosed
+            reported["copies_under_other_subjects"] = len(record.copies_at_start)
         # a re-verification after completion: said, never silently skipped
-        note = "canary digests destroyed at completion, canary scan not run" if destroyed else ""
+        note = "canary digests and text runs destroyed at completion, their scans not run" if destroyed else ""
         return Remaining(counts, reported=reported, note=note)
 
     def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:
