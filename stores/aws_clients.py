@@ -27,6 +27,9 @@ class AwsEndpoints:
 
 
 _RETRIES = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=3, read_timeout=30)
+#: a readiness probe's client: one attempt, short timeouts (a service that accepts and never answers must not
+#: hold the probe for botocore's retries times its read timeout)
+SINGLE_ATTEMPT = Config(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=2, read_timeout=5)
 
 
 def _key(ep: AwsEndpoints) -> str | None:
@@ -38,8 +41,8 @@ def _verify(ep: AwsEndpoints) -> str | None:
     return ep.ca_bundle or None  # None: botocore verifies against its default trust store
 
 
-def s3_client(ep: AwsEndpoints) -> S3Client:
-    config = _RETRIES.merge(Config(s3={"addressing_style": "path"})) if ep.local else _RETRIES
+def s3_client(ep: AwsEndpoints, base: Config = _RETRIES) -> S3Client:
+    config = base.merge(Config(s3={"addressing_style": "path"})) if ep.local else base
     if ep.s3_url is not None:
         # an S3-compatible store (not AWS): over HTTPS botocore's default streams the body with a trailing
         # checksum (aws-chunked), which such stores (SeaweedFS among them) refuse; send checksums only
@@ -58,12 +61,12 @@ def s3_client(ep: AwsEndpoints) -> S3Client:
     )
 
 
-def kms_client(ep: AwsEndpoints) -> KMSClient:
+def kms_client(ep: AwsEndpoints, base: Config = _RETRIES) -> KMSClient:
     return boto3.client(
         "kms",
         endpoint_url=ep.kms_url,
         region_name=ep.region,
-        config=_RETRIES,
+        config=base,
         verify=_verify(ep),
         aws_access_key_id=_key(ep),
         aws_secret_access_key=_key(ep),

@@ -1,7 +1,13 @@
 """``erasure worker --check``: reach every configured service and check it is ready for the worker.
 
-One line per part, then exit 0 (all ready) or 1. It changes nothing: no migration is applied, no bucket
-or key is created, no search attribute registered (``erasure migrate`` and the setup job do that).
+One line per part (or one JSON document with ``--json``), then exit 0 (all ready) or 1. It changes nothing:
+no migration is applied, no bucket or key is created, no search attribute registered (``erasure migrate`` and
+the setup job do that).
+
+The parts are checked at once, each in a thread of its own, under one overall deadline (``DEADLINE``, within a
+Kubernetes probe's or a compose healthcheck's 60 s): clients make one attempt with short timeouts, and a part
+that has not answered when the deadline passes is reported as not reached. The deadline is the whole check's,
+whatever a client library does.
 
 - ``postgres``: connects, and every schema migration this build ships is applied (latest version).
 - ``temporal``: connects (TLS and codec as the worker does), the namespace exists, and every custom search
@@ -12,7 +18,8 @@ or key is created, no search attribute registered (``erasure migrate`` and the s
 - ``chroma`` (only when a Chroma backend is configured): ``chromadb`` imports and the backend's directory
   exists and is writable (the erasure removes subjects' directories in it).
 - ``adapters``: every registered erase adapter loads and together they form a plan (printed in order);
-  adapters whose store this platform does not have are named as left out.
+  adapters whose store this platform does not have are named as left out; the stores' database answers
+  through the platform's own pool (a plan with Postgres down is not ready).
 
 A failure is one line with the reason (an error code or the first line of the error), never a secret.
 Production code: it imports nothing of the local stack.
@@ -21,16 +28,21 @@ Production code: it imports nothing of the local stack.
 from __future__ import annotations
 
 import asyncio
+import json
+import threading
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from botocore.exceptions import ClientError
 
 from workers.local_secrets import Secrets
 from workers.settings import Settings
 
-#: seconds each part may take before it counts as unreachable
-TIMEOUT = 20.0
+#: seconds the whole check may take: parts that have not answered by then are reported as not reached
+DEADLINE = 30.0
+#: seconds one connection or one answer may take (single attempt)
+TIMEOUT = 5.0
 
 
 @dataclass(frozen=True)
@@ -59,6 +71,7 @@ def check_postgres(settings: Settings) -> PartCheck:
 
     latest = max(m.version for m in discover())
     with psycopg.connect(settings.postgres_url, connect_timeout=int(TIMEOUT), autocommit=True) as conn:
+        conn.execute(f"SET statement_timeout = {int(TIMEOUT * 1000)}")
         exists = conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL").fetchone()
         if not exists or not exists[0]:
             return PartCheck("postgres", False, f"no schema_migrations table: run 'erasure migrate' (latest {latest})")
@@ -97,15 +110,15 @@ async def _check_temporal(settings: Settings, secrets: Secrets) -> PartCheck:
 
 
 def check_temporal(settings: Settings, secrets: Secrets) -> PartCheck:
-    return asyncio.run(asyncio.wait_for(_check_temporal(settings, secrets), TIMEOUT))
+    return asyncio.run(asyncio.wait_for(_check_temporal(settings, secrets), DEADLINE))
 
 
 def check_kms(settings: Settings) -> PartCheck:
-    from stores.aws_clients import kms_client
+    from stores.aws_clients import SINGLE_ATTEMPT, kms_client
     from workers.wiring import aws_endpoints, kms_key_id
 
     key_id = kms_key_id(settings)
-    meta = kms_client(aws_endpoints(settings)).describe_key(KeyId=key_id)["KeyMetadata"]
+    meta = kms_client(aws_endpoints(settings), SINGLE_ATTEMPT).describe_key(KeyId=key_id)["KeyMetadata"]
     state = meta.get("KeyState", "unknown")
     if state != "Enabled" or not meta.get("Enabled", False):
         return PartCheck("kms", False, f"key {key_id} is {state}, not Enabled")
@@ -116,10 +129,10 @@ def check_kms(settings: Settings) -> PartCheck:
 
 
 def check_buckets(settings: Settings) -> PartCheck:
-    from stores.aws_clients import s3_client
+    from stores.aws_clients import SINGLE_ATTEMPT, s3_client
     from workers.wiring import aws_endpoints
 
-    s3 = s3_client(aws_endpoints(settings))
+    s3 = s3_client(aws_endpoints(settings), SINGLE_ATTEMPT)
     plan = {settings.artifact_bucket: True, settings.log_bucket: True, settings.receipt_bucket: False}
     problems = []
     for bucket, versioned in plan.items():
@@ -172,7 +185,13 @@ def check_adapters(settings: Settings, secrets: Secrets) -> PartCheck:
     with build_platform(settings, secrets) as platform:
         registry = platform.adapters
         left_out = f"; no store for {', '.join(registry.not_configured)}" if registry.not_configured else ""
-        return PartCheck("adapters", True, "plan: " + ", ".join(registry.names) + left_out)
+        plan = "plan: " + ", ".join(registry.names) + left_out
+        try:  # the adapters read and write through this pool: a plan over an unreachable database is not ready
+            with platform.pool.connection(timeout=TIMEOUT) as conn:
+                conn.execute("SELECT 1")
+        except Exception as exc:
+            return PartCheck("adapters", False, f"{plan}; the stores' database does not answer ({_reason(exc)})")
+        return PartCheck("adapters", True, plan)
 
 
 def _guarded(name: str, check: Callable[[], PartCheck]) -> PartCheck:
@@ -184,20 +203,58 @@ def _guarded(name: str, check: Callable[[], PartCheck]) -> PartCheck:
         return PartCheck(name, False, _reason(exc))
 
 
-def run_checks(settings: Settings, secrets: Secrets) -> list[PartCheck]:
+def parts(settings: Settings, secrets: Secrets) -> list[tuple[str, Callable[[], PartCheck]]]:
+    """The parts this configuration has, in the order they are reported."""
     return [
-        _guarded("postgres", lambda: check_postgres(settings)),
-        _guarded("temporal", lambda: check_temporal(settings, secrets)),
-        _guarded("kms", lambda: check_kms(settings)),
-        _guarded("buckets", lambda: check_buckets(settings)),
-        *([_guarded("cache", lambda: check_cache(settings))] if settings.response_cache_url is not None else []),
-        *([_guarded("chroma", lambda: check_chroma(settings))] if settings.chroma_memory_path is not None else []),
-        _guarded("adapters", lambda: check_adapters(settings, secrets)),
+        ("postgres", lambda: check_postgres(settings)),
+        ("temporal", lambda: check_temporal(settings, secrets)),
+        ("kms", lambda: check_kms(settings)),
+        ("buckets", lambda: check_buckets(settings)),
+        *([("cache", lambda: check_cache(settings))] if settings.response_cache_url is not None else []),
+        *([("chroma", lambda: check_chroma(settings))] if settings.chroma_memory_path is not None else []),
+        ("adapters", lambda: check_adapters(settings, secrets)),
     ]
 
 
-def main(settings: Settings, secrets: Secrets, echo: Callable[[str], None] = print) -> int:
-    results = run_checks(settings, secrets)
-    for result in results:
-        echo(result.line())
-    return 0 if all(r.ok for r in results) else 1
+def run_parts(checks: list[tuple[str, Callable[[], PartCheck]]], deadline: float = DEADLINE) -> list[PartCheck]:
+    """Every part at once, each in a daemon thread (a client stuck past the deadline cannot keep the process
+    alive); a part without an answer when the deadline passes is reported as not reached."""
+    results: dict[str, PartCheck] = {}
+    threads = []
+    for name, check in checks:
+
+        def run(name: str = name, check: Callable[[], PartCheck] = check) -> None:
+            results[name] = _guarded(name, check)
+
+        thread = threading.Thread(target=run, name=f"check-{name}", daemon=True)
+        thread.start()
+        threads.append(thread)
+    end = time.monotonic() + deadline
+    for thread in threads:
+        thread.join(max(0.0, end - time.monotonic()))
+    late = f"not reached: no answer within the check's {deadline:g} s deadline"
+    return [results.get(name) or PartCheck(name, False, late) for name, _check in checks]
+
+
+def run_checks(settings: Settings, secrets: Secrets, deadline: float = DEADLINE) -> list[PartCheck]:
+    return run_parts(parts(settings, secrets), deadline)
+
+
+def main(
+    settings: Settings,
+    secrets: Secrets,
+    echo: Callable[[str], None] = print,
+    *,
+    as_json: bool = False,
+    deadline: float = DEADLINE,
+) -> int:
+    started = time.monotonic()
+    results = run_checks(settings, secrets, deadline)
+    ready = all(r.ok for r in results)
+    if as_json:
+        took = round(time.monotonic() - started, 2)
+        echo(json.dumps({"ready": ready, "seconds": took, "parts": [asdict(r) for r in results]}))
+    else:
+        for result in results:
+            echo(result.line())
+    return 0 if ready else 1

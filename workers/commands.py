@@ -28,7 +28,7 @@ def _worker(args: argparse.Namespace, settings: Settings) -> int:
     if args.check:
         from workers import check
 
-        return check.main(settings, secrets)
+        return check.main(settings, secrets, as_json=args.json, deadline=args.deadline)
 
     from workers.temporal_client import connect
     from workers.worker import run_worker
@@ -515,6 +515,13 @@ def register(sub: Any) -> None:
         action="store_true",
         help="instead of running: check Postgres (schema), Temporal (namespace, search attributes), the KMS key "
         "and the buckets, one line each; exit 0 when all are ready, 1 if not",
+    )
+    worker.add_argument("--json", action="store_true", help="with --check: one JSON document instead of lines")
+    worker.add_argument(
+        "--deadline",
+        type=float,
+        default=30.0,
+        help="with --check: seconds the whole check may take; parts not answering by then are reported (30)",
     )
     worker.set_defaults(handler=_worker)
     sub.add_parser("migrate", help="create google-adk's tables if missing and apply migrations").set_defaults(
