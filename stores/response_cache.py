@@ -12,6 +12,16 @@ user and indexed per user, so an erasure finds them through the index and never 
 ``digest`` is a keyed hash of the normalised prompt (no prompt in any key). Both keys carry the cache's TTL;
 every write refreshes the index's, so the index outlives its entries. A write while the user is fenced
 (an erasure running) is dropped and counted, like the fenced memory service's.
+
+The index is never dropped while it names an entry: ``erase_entries`` takes its members a batch at a time,
+hands them to the caller (who records them) and unlinks the entries and their members together in one
+transaction; a sorted set with no member left is gone by itself, so the index disappears exactly when the
+last entry it named does, and a crash at any point leaves every remaining entry named by it for the retry.
+An entry orphaned anyway (its index dropped by other code, or evicted by a server under memory pressure) is
+found by ``orphaned_entries``: the entry's key carries the subject key, so ``SCAN`` with ``MATCH`` on the
+subject's entry pattern finds it without the index. That walks the keyspace (no bounded lookup by key
+prefix exists on a Redis-protocol server; a cluster hash tag would bound it to one slot), so it is the deep
+check, not the erase path.
 """
 
 from __future__ import annotations
@@ -20,13 +30,13 @@ import hashlib
 import hmac
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import valkey
 
-from stores.identity import derived_key, key_part, subject_key
+from stores.identity import derived_key, key_part, subject_key, validate_subject_key
 
 if TYPE_CHECKING:
     from stores.keys import DataKeyStore
@@ -41,6 +51,16 @@ def index_key(app_name: str, subject: str) -> str:
 
 def entry_key(app_name: str, subject: str, digest: str) -> str:
     return f"rc:e:{key_part(app_name)}:{subject}:{digest}"
+
+
+def entry_pattern(app_name: str, subject: str) -> str:
+    """``MATCH`` pattern of the subject's entries (``key_part`` escapes every glob character of the app;
+    a subject key is ``sk_`` and hex), never of another subject's: the digest is fixed-length hex."""
+    return f"rc:e:{key_part(app_name)}:{validate_subject_key(subject)}:" + "[0-9a-f]" * DIGEST_LENGTH
+
+
+DIGEST_LENGTH = 32
+ERASE_BATCH = 500
 
 
 @dataclass(frozen=True)
@@ -68,7 +88,7 @@ class ResponseCache:
     def digest(self, app_name: str, subject: str, prompt: str) -> str:
         normalised = " ".join(prompt.split()).lower()
         msg = f"{app_name}\x00{subject}\x00{normalised}".encode()
-        return hmac.new(self._digest_key, msg, hashlib.sha256).hexdigest()[:32]
+        return hmac.new(self._digest_key, msg, hashlib.sha256).hexdigest()[:DIGEST_LENGTH]
 
     def put(
         self,
@@ -137,3 +157,53 @@ class ResponseCache:
                     pipe.execute()
                     removed += 1
         return removed
+
+    def erase_entries(
+        self,
+        app_name: str,
+        subject: str,
+        *,
+        before: float | None = None,
+        on_batch: Callable[[list[str]], None] | None = None,
+        batch: int = ERASE_BATCH,
+    ) -> int:
+        """Remove the subject's entries through its index (those scored before ``before``, when given), a
+        batch at a time: ``on_batch`` gets each batch's digests before anything of it is deleted (record them
+        there), then the entries and their index members go in one transaction. The index is never unlinked
+        by itself: it is gone when its last member is, so no entry it named can outlive it. Returns entries
+        asked to go (those already gone included: a retry after a crash counts them again)."""
+        index = index_key(app_name, subject)
+        top = "+inf" if before is None else f"({before}"
+        removed = 0
+        while True:
+            members = self.client.zrangebyscore(index, "-inf", top, start=0, num=batch)
+            digests = [m.decode() if isinstance(m, bytes) else str(m) for m in members]
+            if not digests:
+                return removed
+            if on_batch:
+                on_batch(digests)
+            pipe = self.client.pipeline(transaction=True)
+            pipe.unlink(*(entry_key(app_name, subject, d) for d in digests))
+            pipe.zrem(index, *digests)
+            pipe.execute()
+            removed += len(digests)
+
+    def orphaned_entries(self, app_name: str, subject: str) -> int:
+        """The subject's entries its index does not name (or all of them, with no index): found by their keys
+        (``SCAN`` ``MATCH`` on the subject's entry pattern, a walk of the keyspace), never by the raw id."""
+        index, found = index_key(app_name, subject), 0
+        prefix_length = len(entry_key(app_name, subject, ""))
+        for keys in self._scan_batches(entry_pattern(app_name, subject)):
+            digests = [(k.decode() if isinstance(k, bytes) else str(k))[prefix_length:] for k in keys]
+            scores = self.client.zmscore(index, digests)
+            found += sum(1 for score in scores if score is None)
+        return found
+
+    def _scan_batches(self, pattern: str, count: int = 1000) -> Iterator[list[Any]]:
+        cursor: int = 0
+        while True:
+            cursor, keys = self.client.scan(cursor=cursor, match=pattern, count=count)
+            if keys:
+                yield list(keys)
+            if int(cursor) == 0:
+                return

@@ -21,6 +21,7 @@ from stores.artifacts import artifact_prefix, user_prefix
 from stores.identity import subject_key
 from stores.logs import LogArchive, LogLine
 from stores.platform import Platform
+from stores.response_cache import entry_key, index_key
 from tests.adapter_wrap import open_request
 from tests.saga_harness import SagaHarness
 from workflows.contracts import VERIFIER_WORKFLOW, VerifyInput, VerifyResult
@@ -286,3 +287,60 @@ def test_an_incomplete_multipart_upload_is_aborted_and_the_check_fails_while_it_
     assert uploads_under(platform, user_prefix(app, other)) == [theirs]
     assert platform.s3.list_parts(Bucket=bucket, Key=theirs[0], UploadId=theirs[1])["Parts"] == theirs_parts
     platform.s3.abort_multipart_upload(Bucket=bucket, Key=theirs[0], UploadId=theirs[1])
+
+
+# ----- cache: the per-subject index dropped before its entries -------------------------------------------
+
+
+def cache_state(platform: Platform, app: str, sk: str) -> dict[str, Any]:
+    """The subject's index (members and scores) and every entry's raw bytes, read by their keys."""
+    client = platform.response_cache.client
+    index = client.zrange(index_key(app, sk), 0, -1, withscores=True)
+    return {"index": index, "entries": {m: client.get(entry_key(app, sk, m.decode())) for m, _score in index}}
+
+
+def test_an_entry_whose_index_was_dropped_first_is_still_found(platform: Platform) -> None:
+    app, cache = "gaps-cache", platform.response_cache
+    target, other = f"cache-{uuid.uuid4().hex[:8]}", f"cache-{uuid.uuid4().hex[:8]}"
+    sk, other_sk = sk_of(platform, app, target), sk_of(platform, app, other)
+    for n in range(3):
+        assert cache.put(app, target, f"my prompt {n}", f"my answer {n}")
+    assert cache.put(app, other, "their prompt", "their answer")
+    theirs = cache_state(platform, app, other_sk)
+    assert cache.orphaned_entries(app, sk) == 0
+    cache.client.unlink(index_key(app, sk))  # the under-deletion: the index went before its entries were read
+    assert cache.orphaned_entries(app, sk) == 3  # found by their keys, without the index
+    assert cache.orphaned_entries(app, other_sk) == 0
+    assert cache_state(platform, app, other_sk) == theirs
+    for n in range(3):  # clean up what the planted bug left
+        cache.client.unlink(entry_key(app, sk, cache.digest(app, sk, f"my prompt {n}")))
+
+
+def test_the_cache_erase_never_drops_the_index_before_its_entries(platform: Platform) -> None:
+    app, cache = "gaps-cache-order", platform.response_cache
+    target, other = f"cache-{uuid.uuid4().hex[:8]}", f"cache-{uuid.uuid4().hex[:8]}"
+    sk, other_sk = sk_of(platform, app, target), sk_of(platform, app, other)
+    for n in range(7):
+        assert cache.put(app, target, f"my prompt {n}", f"my answer {n}")
+    assert cache.put(app, other, "their prompt", "their answer")
+    theirs = cache_state(platform, app, other_sk)
+    seen: list[str] = []
+
+    class Killed(Exception):
+        pass
+
+    def crash_on_second_batch(digests: list[str]) -> None:
+        if seen:
+            raise Killed  # the worker died after recording its second batch, before deleting it
+        seen.extend(digests)
+
+    with pytest.raises(Killed):
+        cache.erase_entries(app, sk, on_batch=crash_on_second_batch, batch=3)
+    assert cache.client.zcard(index_key(app, sk)) == 4  # the index still names every entry left
+    assert cache.orphaned_entries(app, sk) == 0
+    recorded: list[str] = []
+    assert cache.erase_entries(app, sk, on_batch=recorded.extend, batch=3) == 4  # the retry finds them all
+    assert cache.client.exists(index_key(app, sk)) == 0
+    assert cache.orphaned_entries(app, sk) == 0
+    assert sorted(seen + recorded) == sorted(cache.digest(app, sk, f"my prompt {n}") for n in range(7))
+    assert cache_state(platform, app, other_sk) == theirs
