@@ -72,6 +72,30 @@ class _MappingEnvSource(EnvSettingsSource):
         return {k.lower(): v for k, v in env.items()}
 
 
+#: ``ERASURE_*`` variables that are not settings: the test suite's own knobs (see tests/unit/test_replay.py)
+NOT_SETTINGS = frozenset({"ERASURE_LOAD_USERS", "ERASURE_RECORD_HISTORY", "ERASURE_RECORD_FORGET_HISTORY"})
+
+
+def unknown_settings(environ: Mapping[str, str]) -> None:
+    """``ConfigError`` naming every ``ERASURE_*`` variable that is no setting, with the closest one that is: a
+    misspelled name (``ERASURE_TEMPORAL_TLS_CA`` for ``..._CA_FILE``) must not be ignored and silently fall back
+    to a default (there: plain gRPC)."""
+    import difflib
+
+    known = {var(name) for name in Settings.model_fields}
+    unknown = sorted(
+        name for name in environ if name.upper().startswith(PREFIX) and name.upper() not in known | NOT_SETTINGS
+    )
+    if not unknown:
+        return
+    said = []
+    for name in unknown:
+        longer = sorted(k for k in known if k.startswith(name.upper() + "_"))  # a suffix left off: _FILE, _URL
+        close = longer[:1] or difflib.get_close_matches(name.upper(), sorted(known), n=1, cutoff=0.75)
+        said.append(f"{name} (did you mean {close[0]}?)" if close else name)
+    raise ConfigError(f"unknown setting{'s' if len(said) > 1 else ''}: {', '.join(said)}; nothing was started")
+
+
 def _file_help(secret: str) -> str:
     return f"File holding {var(secret)} (a mounted secret); set one of the two, not both."
 
@@ -378,6 +402,7 @@ class Settings(BaseSettings):
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """The settings from ``environ`` (default ``os.environ``); a ``ConfigError`` naming the variable."""
+        unknown_settings(os.environ if environ is None else environ)
         token = _environ.set(environ)
         try:
             return cls()

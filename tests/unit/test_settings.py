@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -221,3 +224,27 @@ def test_store_settings_reach_the_platform_config(tmp_path: Path) -> None:
     assert config.subject_secret == bytes.fromhex(HEX["subject"])
     assert config.aws.s3_url is None
     assert config.aws.kms_url is None
+
+
+def test_a_misspelled_variable_fails_the_start_naming_the_one_meant(tmp_path: Path) -> None:
+    """Issue 31, item 4: ``ERASURE_TEMPORAL_TLS_CA`` (for ``..._CA_FILE``) was ignored and the worker connected
+    over plain gRPC. An unknown ``ERASURE_*`` name now stops the start, with the closest real name."""
+    with pytest.raises(ConfigError) as refused:
+        Settings.from_env({"ERASURE_TEMPORAL_TLS_CA": "/etc/ca.pem", "ERASURE_DATABSE_URL": "postgresql://x"})
+    said = str(refused.value)
+    assert "ERASURE_TEMPORAL_TLS_CA (did you mean ERASURE_TEMPORAL_TLS_CA_FILE?)" in said
+    assert "ERASURE_DATABSE_URL (did you mean ERASURE_DATABASE_URL?)" in said
+    assert "postgresql://x" not in said  # names only, never a value
+    assert Settings.from_env({"ERASURE_RECORD_HISTORY": "x"}).mode == "local"  # the test suite's own knobs
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "ERASURE_TEMPORAL_TLS_CA": "/etc/ca.pem"}
+    started = subprocess.run(
+        [sys.executable, "-m", "workers.cli", "worker"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert started.returncode == 2, started.stdout + started.stderr
+    assert "did you mean ERASURE_TEMPORAL_TLS_CA_FILE?" in started.stderr
+    assert not (tmp_path / ".state").exists()  # nothing written before the refusal
