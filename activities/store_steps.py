@@ -20,6 +20,7 @@ from temporalio import activity
 
 from activities.support import PlatformActivities, beat, count, heartbeat_details, translate_errors
 from stores.adapters.interface import Subject
+from stores.adapters.physical_evidence import mark_deleted
 from stores.adapters.registry import AdapterRegistry
 from stores.platform import Platform
 from stores.redaction import sensitive
@@ -39,15 +40,18 @@ def erase_in(adapters: AdapterRegistry, subject: Subject, store: str) -> StepRes
 
 
 def sweep_all(
-    adapters: AdapterRegistry, subject: Subject, stores: Sequence[str]
+    adapters: AdapterRegistry, subject: Subject, stores: Sequence[str], deleted_in: set[str] | None = None
 ) -> tuple[dict[str, int], dict[str, int]]:
     """The second sweep: each store's ``sweep_before`` with no date bound, in plan order; returns (found,
-    reported) counts. Count names are the adapters' own; a name two stores share is prefixed by the store."""
+    reported) counts. Count names are the adapters' own; a name two stores share is prefixed by the store.
+    ``deleted_in`` collects the stores where the sweep removed something."""
     found: dict[str, int] = {}
     reported: dict[str, int] = {}
     with sensitive(*([subject.user_id] if subject.user_id else [])):
         for name in stores:
             swept = adapters.get(name).sweep_before(subject, None, None)
+            if deleted_in is not None and any(swept.found.values()):
+                deleted_in.add(name)
             for key, n in swept.found.items():
                 found[f"{name}.{key}" if key in found else key] = n
             for key, n in swept.reported.items():
@@ -99,7 +103,11 @@ class StoreStepActivities(PlatformActivities):
         subject = self.adapter_subject(inp.request_id, inp.subject_key, inp.app_name)
         if unless_held and self.held(inp.subject_key):
             return StepResult("sweep", held=True)
-        found, _reported = sweep_all(self.adapters, subject, stores)
+        deleted_in: set[str] = set()
+        found, _reported = sweep_all(self.adapters, subject, stores, deleted_in)
+        # by when the sweep's deletions were done, per store: the physical clean-up's evidence must be read
+        # after it to cover them (``stores.adapters.physical_evidence``)
+        mark_deleted(self.platform.pool, inp.request_id, deleted_in)
         self.platform.requests.merge_record(inp.request_id, second_sweep=found)
         for store, n in found.items():
             count("erasure_late_writes_found", "late writes removed by sweeps", n, store=store, sweep="second")

@@ -34,6 +34,7 @@ class Wrapped:
     ) -> None:
         self.inner = inner
         self.name, self.after, self.batched = inner.name, inner.after, inner.batched
+        self.after_sweep = bool(getattr(inner, "after_sweep", False))
         self.before_erase, self.after_erase, self.after_sweep = before_erase, after_erase, after_sweep
 
     def locate(self, subject: Subject) -> dict[str, int]:

@@ -137,7 +137,7 @@ async def file_request(
         requested_by=requested_by,
         reason=reason,
     )
-    plan = [PlanStep(p.name, list(p.after), p.batched) for p in platform.adapters.plan]
+    plan = [PlanStep(p.name, list(p.after), p.batched, p.after_sweep) for p in platform.adapters.plan]
     if created:  # an attached request keeps the plan it was filed with
         platform.requests.merge_record(request_id, stores=[p.name for p in plan])
         if contact:

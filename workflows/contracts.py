@@ -93,6 +93,8 @@ class PlanStep:
     name: str  # the adapter's name: its step, its check and its key in the receipt
     after: list[str] = field(default_factory=list)  # steps it waits for (resolved: no "*")
     batched: bool = True  # heartbeats and resumes from its cursor
+    #: physical clean-up: runs once the second sweep is done (requests filed before: with the other stores)
+    after_sweep: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,13 @@
 """``ErasureWorkflow``: the ordered, idempotent erasure saga for one subject.
 
 fence → (artifacts ‖ logs ‖ sessions → memory) → keys → verify (main pass) → durable timer (ingestion
-delay) → second sweep → verify (final) → finish (the erasure time recorded) → lift the user fence → receipt.
+delay) → second sweep → physical clean-up (vacuum ‖ compaction) → verify (final) → finish (the erasure time
+recorded) → lift the user fence → receipt.
+
+The plan's physical clean-up steps (``PlanStep.after_sweep``) run after the second sweep since
+``physical-after-sweep-v1`` (issue 28): run before it, they could not cover what the sweep deleted although the
+receipt said ``physically_removed``; the main-pass verification leaves their checks to the final one.
+Requests filed before run them with the other stores, as recorded.
 
 Only the order that matters is kept: the fence before any deletion; memory after sessions (it follows
 provenance through the session tombstones the sessions step writes); keys after every store (a shredded
@@ -111,9 +117,11 @@ async def quick(declared: Callable[[A], T], arg: A) -> T:
     return await workflow.execute_activity(declared, arg, start_to_close_timeout=QUICK_TIMEOUT, retry_policy=RETRY)
 
 
-def plan_step_names(plan: list[PlanStep]) -> tuple[str, ...]:
-    """The progress steps of a plan-driven saga: the fence, the plan's stores in order, then the rest."""
-    return ("fence", *(p.name for p in plan), "verify_main", "wait", "sweep", "lift_fence")
+def plan_step_names(plan: list[PlanStep], late: frozenset[str] = frozenset()) -> tuple[str, ...]:
+    """The progress steps of a plan-driven saga: the fence, the plan's stores in order, then the rest; the
+    ``late`` stores (physical clean-up, since ``PHYSICAL_AFTER_SWEEP``) after the second sweep."""
+    main = (p.name for p in plan if p.name not in late)
+    return ("fence", *main, "verify_main", "wait", "sweep", *(p.name for p in plan if p.name in late), "lift_fence")
 
 
 STEP_ACTIVITY = {
@@ -139,6 +147,9 @@ HOLDS_AND_LIFECYCLE = "holds-and-lifecycle-v1"
 #: verification runs in one activity, and the search attributes are upserted once per workflow task, only
 #: when a value changed
 FEWER_ACTIONS = "fewer-actions-v1"
+#: the plan's physical clean-up steps (``PlanStep.after_sweep``) run after the second sweep, so what the
+#: sweep deleted is covered too (before: with the other stores, before the sweep; issue 28)
+PHYSICAL_AFTER_SWEEP = "physical-after-sweep-v1"
 SEQUENTIAL_STEPS = ("fence", "artifacts", "sessions", "memory", "logs", "keys")
 SIDE_BY_SIDE = (("artifacts",), ("sessions", "memory"), ("logs",))
 
@@ -182,6 +193,7 @@ class ErasureWorkflow:
         self._stop_waiting = False  # a branch failed, or this run is about to continue as new
         self._runs = 1
         self._plan: list[PlanStep] | None = None  # the request's stores (None: filed before plans existed)
+        self._late: frozenset[str] = frozenset()  # PHYSICAL_AFTER_SWEEP: the plan's stores run after the sweep
         self._completions = 0  # store steps finished so far in this run: a hold read is fresh for this epoch
         self._hold_read: asyncio.Task[None] | None = None
         self._hold_read_epoch = -1
@@ -550,9 +562,16 @@ class ErasureWorkflow:
         otherwise), the hold store read right before each; every store runs to its end (or its hold gate)
         before a failure, which wins, or a pause is raised."""
         await self._gated_chain(step, ("fence",))
+        await self._plan_steps(step, [p for p in plan if p.name not in self._late])
+
+    async def _plan_steps(self, step: StepInput, plan: list[PlanStep]) -> None:
+        """Each store of ``plan`` as soon as the stores it runs after are done (a store run after the sweep
+        is no store's to wait for in the pass before it)."""
 
         async def one(planned: PlanStep) -> None:
-            await workflow.wait_condition(lambda: self._stop_waiting or all(self._done(d) for d in planned.after))
+            await workflow.wait_condition(
+                lambda: self._stop_waiting or all(self._done(d) or d in self._late for d in planned.after)
+            )
             if self._stop_waiting:
                 raise _PauseForContinueAsNew()
             if not self._lean:  # lean: the store's own activity reads it
@@ -621,7 +640,9 @@ class ErasureWorkflow:
                 inp.subject_key,
                 inp.app_name,
                 phase,
-                checks=[*(p.name for p in self._plan), FENCE_CHECK] if self._plan is not None else [],
+                checks=[*(p.name for p in self._plan if phase != "main" or p.name not in self._late), FENCE_CHECK]
+                if self._plan is not None
+                else [],
                 together=self._lean,
             ),
             id=f"verify-{inp.request_id}-{phase}",
@@ -660,7 +681,10 @@ class ErasureWorkflow:
             self._approval, self._decision = inp.approval, "approved"
         if inp.plan is not None:  # filed with a plan: its stores, no patch markers (none of its code is old)
             self._plan = list(inp.plan)
-            self._steps = {name: StepProgress(name) for name in plan_step_names(self._plan)}
+            late = frozenset(p.name for p in self._plan if p.after_sweep)
+            if late and workflow.patched(PHYSICAL_AFTER_SWEEP):
+                self._late = late
+            self._steps = {name: StepProgress(name) for name in plan_step_names(self._plan, self._late)}
             return await self._run_v2(inp, step)
         if inp.resume is not None or workflow.patched(HOLDS_AND_LIFECYCLE):
             return await self._run_v2(inp, step)
@@ -686,6 +710,8 @@ class ErasureWorkflow:
                     await workflow.sleep(timedelta(seconds=inp.ingestion_delay_seconds))
                     self._mark("wait", "done", {"seconds": inp.ingestion_delay_seconds})
             await self._gated_chain(step, ("sweep",))
+            if self._plan is not None and self._late:  # physical clean-up, the sweep's deletions included
+                await self._plan_steps(step, [p for p in self._plan if p.name in self._late and not self._done(p.name)])
             self._set_status("running", "verify_final")
             final = await self._verify(inp, "final")
             verifications.append(final)

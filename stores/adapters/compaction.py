@@ -34,9 +34,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import httpx
+
+from stores.adapters import physical_evidence as evidence
 from stores.adapters.cleanup import CleanupBooks, covered_targets, found_any
 from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
 from stores.deletion_queue import FilerDeletionQueue, MarkerInline, SharedProbe
@@ -79,6 +83,7 @@ class CompactionAdapter:
     name = "compaction"
     after: tuple[str, ...] = ("artifacts", "logs")
     batched = True  # a compaction copies whole volumes: heartbeats while it runs
+    after_sweep = True  # runs once the second sweep is done, so its deletions are covered too
 
     def __init__(self, platform: Platform) -> None:
         self.platform = platform
@@ -104,22 +109,41 @@ class CompactionAdapter:
             return nothing
         counts = {"offered": 1, "compactions_run": 0, "volumes_compacted": 0}
         master = self.master
-        landed_by = self._settle(beat)
+        self._settle(beat)
+        # SeaweedFS's own state once the deletions have landed: the volumes holding garbage (the deleted
+        # needles among them) and their compaction revisions, the baseline the check compares with
+        with self.platform.pool.connection() as conn:
+            taken_at = evidence.clock(conn)
+        volumes = evidence.volume_items(master.volumes())
+        baseline = evidence.record_baseline(self.platform.pool, subject.request_id, TARGET, taken_at, volumes)
+        landed_by = baseline.taken_at
         outcomes: list[Outcome] = []
 
         def compact(_conn: Connection[tuple[Any, ...]]) -> None:
             outcomes.append(self._compact(master))
 
         counts["compactions_run"] = self.books.cover(TARGET, landed_by, subject.request_id, beat, compact)
+        if not self._judge(subject.request_id, baseline).covered:  # SeaweedFS shows a volume left: once more
+            outcomes.clear()
+            counts["compactions_run"] += self.books.cover(TARGET, self.books.now(), subject.request_id, beat, compact)
         done = outcomes[0] if outcomes else Outcome((), (), ())
         return {**counts, "volumes_compacted": len(done.compacted), "volumes_read_only": len(done.read_only)}
 
+    def _judge(self, request_id: str, baseline: evidence.Baseline | None) -> evidence.Judgement:
+        """SeaweedFS's own compaction revisions against the baseline (see ``physical_evidence``)."""
+        assert self.master is not None
+        deleted_by = evidence.last_deletion(self.platform.pool, request_id, self.after)
+        return evidence.judge_volumes(baseline, deleted_by, self.master.volumes())
+
     def _deleted_anything(self, subject: Subject) -> bool:
-        """Whether the artifacts or logs step deleted objects: what the probe found at the start, or the log
-        segments the logs step rewrote. An object written past the fence after the start and deleted by the
-        step is left to the store's periodic vacuum (as vacuum leaves such rows to autovacuum)."""
+        """Whether the artifacts or logs step, or the second sweep, deleted objects: what the probe found at
+        the start, the log segments the logs step rewrote, or a sweep's deletion mark. An object written past
+        the fence after the start and deleted by the step is left to the store's periodic vacuum (as vacuum
+        leaves such rows to autovacuum)."""
         record = self.platform.requests.record(subject.request_id)
-        return found_any(record, FOUND_KEYS) or bool(record.purged_segments)
+        if found_any(record, FOUND_KEYS) or bool(record.purged_segments):
+            return True
+        return evidence.last_deletion(self.platform.pool, subject.request_id, self.after) is not None
 
     def _settle(self, beat: Beat) -> datetime | None:
         """Wait for deletions the filer queued to reach the volumes; then "now" bounds this request's."""
@@ -156,9 +180,29 @@ class CompactionAdapter:
         raise CompactionIncomplete(f"{len(outcome.left)} volume(s) holding deleted objects were not compacted")
 
     def remaining(self, subject: Subject, record: RequestRecord, bound: Bound | None, beat: Beat) -> Remaining:
-        """Fails when this request was never recorded as covered (its step did not run or stopped)."""
-        done = covered_targets(self.platform.pool, subject.request_id)
-        return Remaining({"object_store_not_covered": int(TARGET not in done)})
+        """SeaweedFS's own evidence, not this step's books: every volume that held garbage once the request's
+        last deletion had landed (the second sweep's included) shows a compaction revision moved on since,
+        read from the volume servers. Where the store offers no compaction, and for a request that deleted
+        no object, the step having run is enough; a request that deleted objects and has no evidence fails
+        closed (one that ended before evidence was kept is judged by the books, and the check says so)."""
+        request_id = subject.request_id
+        booked = Remaining(
+            {"object_store_not_covered": int(TARGET not in covered_targets(self.platform.pool, request_id))}
+        )
+        if self.master is None or not self._deleted_anything(subject):
+            return booked
+        kept = evidence.baselines(self.platform.pool, request_id).get(TARGET)
+        if kept is None and bound is not None:
+            return replace(booked, note=evidence.LEGACY)
+        try:
+            judged = self._judge(request_id, kept)
+        except httpx.HTTPError as exc:  # fail closed: what cannot be read is not covered
+            return Remaining({"object_store_not_covered": 1}, note=f"volume status unreadable: {type(exc).__name__}")
+        return Remaining(
+            {"object_store_not_covered": int(not judged.covered)},
+            reported={"volumes_read_only": len(judged.read_only)} if judged.read_only else {},
+            note=judged.note(),
+        )
 
     def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:
         return Swept()  # a sweep deletes few objects; the store's periodic vacuum removes what it leaves

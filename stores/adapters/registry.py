@@ -35,6 +35,14 @@ class PlannedStep:
     name: str
     after: tuple[str, ...]
     batched: bool
+    #: physical clean-up: runs once the second sweep is done (``after_sweep = True`` on the adapter), so the
+    #: sweep's deletions are covered too; "after every other" adapters do not wait for it
+    after_sweep: bool = False
+
+
+def after_sweep(adapter: EraseAdapter) -> bool:
+    """Whether an adapter runs after the second sweep (an optional attribute; plug-ins without it do not)."""
+    return bool(getattr(adapter, "after_sweep", False))
 
 
 def discovered() -> dict[str, str]:
@@ -58,7 +66,11 @@ def order(adapters: Sequence[EraseAdapter]) -> list[PlannedStep]:
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise AdapterConfigError(f"two adapters share a name: {', '.join(duplicates)}")
-    everyone_else = sorted(a.name for a in adapters if AFTER_EVERY_OTHER not in a.after)
+    late = {a.name for a in adapters if after_sweep(a)}
+    waits_late = sorted(a.name for a in adapters if a.name not in late and set(a.after) & late)
+    if waits_late:
+        raise AdapterConfigError(f"adapters wait for a step that runs after the second sweep: {', '.join(waits_late)}")
+    everyone_else = sorted(a.name for a in adapters if AFTER_EVERY_OTHER not in a.after and a.name not in late)
     deps: dict[str, set[str]] = {}
     for a in adapters:
         wanted = set(a.after) - {AFTER_EVERY_OTHER}
@@ -77,7 +89,7 @@ def order(adapters: Sequence[EraseAdapter]) -> list[PlannedStep]:
             cycle = sorted(n for n in deps if n not in done)
             raise AdapterConfigError(f"adapters depend on each other in a cycle: {', '.join(cycle)}")
         for n in ready:
-            planned.append(PlannedStep(n, tuple(sorted(deps[n])), bool(by_name[n].batched)))
+            planned.append(PlannedStep(n, tuple(sorted(deps[n])), bool(by_name[n].batched), n in late))
             done.add(n)
     return planned
 

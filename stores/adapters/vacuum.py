@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from psycopg import Connection
 
+from stores.adapters import physical_evidence as evidence
 from stores.adapters.cleanup import CleanupBooks, covered_targets, found_any
 from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
 
@@ -36,12 +37,15 @@ if TYPE_CHECKING:
 TABLES = ("events", "sessions", "user_states", "memories")
 #: what the presence probe at the start calls the rows those steps delete (their adapters' ``locate`` keys)
 FOUND_KEYS = ("sessions", "user_states", "memory_rows")
+#: the request's baseline of Postgres's vacuum counters (``physical_evidence``)
+BASELINE = "postgres_tables"
 
 
 class VacuumAdapter:
     name = "vacuum"
     after: tuple[str, ...] = ("sessions", "memory")
     batched = True  # a large table takes a while: heartbeats between tables and while one is vacuumed
+    after_sweep = True  # runs once the second sweep is done, so its deletions are covered too
     disposition = Disposition(
         "physically_removed",
         "dead tuples and index entries of the vacuumed tables removed; WAL segments already written and "
@@ -58,25 +62,46 @@ class VacuumAdapter:
     def erase(self, subject: Subject, cursor: Mapping[str, Any], beat: Beat) -> dict[str, int]:
         """Each table: covered by a vacuum that started after this request's deletions, or vacuumed now.
 
-        The deleting steps are done when this runs, so "now" bounds them. Under a per-table advisory lock
-        (waited for with heartbeats, never blocking the platform's own reads and writes), a vacuum this step
-        finished that started after that bound covers the request too: concurrent erasures share it."""
+        The deleting steps (and the second sweep) are done when this runs, so "now" bounds them: Postgres's
+        own vacuum counters are read then (the baseline the check compares with). Under a per-table advisory
+        lock (waited for with heartbeats, never blocking the platform's own reads and writes), a vacuum this
+        step finished that started after that bound covers the request too: concurrent erasures share it. A
+        table whose counters do not show a vacuum since the baseline (one of its was running then, and was
+        cancelled by ours) is vacuumed once more."""
         if not self._deleted_anything(subject):
             for table in TABLES:  # nothing of this request left a dead tuple: covered as it is
                 self.books.record(subject.request_id, table)
             return {"tables_vacuumed": 0, "tables_covered": 0}
-        deleted_by = self.books.now()
+        baseline = self._baseline(subject.request_id)
         vacuumed = 0
         for n, table in enumerate(TABLES):
-            vacuumed += self.books.cover(table, deleted_by, subject.request_id, beat, _vacuum(table))
+            vacuumed += self.books.cover(table, baseline.taken_at, subject.request_id, beat, _vacuum(table))
+            if not self._judge(subject.request_id, baseline, table).covered:
+                self.books.cover(table, self.books.now(), subject.request_id, beat, _vacuum(table))
             beat({"stage": "vacuum", "tables": n + 1})
         return {"tables_vacuumed": vacuumed, "tables_covered": len(TABLES) - vacuumed}
 
+    def _baseline(self, request_id: str) -> evidence.Baseline:
+        with self.platform.pool.connection() as conn:
+            taken_at = evidence.clock(conn)
+            stats = evidence.table_stats(conn, TABLES)
+        return evidence.record_baseline(self.platform.pool, request_id, BASELINE, taken_at, evidence.table_items(stats))
+
+    def _judge(self, request_id: str, baseline: evidence.Baseline | None, *tables: str) -> evidence.Judgement:
+        """Postgres's own counters against the baseline, for ``tables`` (see ``physical_evidence``)."""
+        with self.platform.pool.connection() as conn:
+            now = evidence.table_stats(conn, tables)
+        deleted_by = evidence.last_deletion(self.platform.pool, request_id, self.after)
+        return evidence.judge_tables(tables, baseline, deleted_by, now)
+
     def _deleted_anything(self, subject: Subject) -> bool:
-        """Whether the sessions or memory step of this request deleted rows: what they found at the start, or
-        the memory rows it recorded as erased (by the subject key index). A session written past the fence
-        after the start and deleted by the step is left to autovacuum."""
+        """Whether the sessions or memory step of this request, or its second sweep, deleted rows: what they
+        found at the start, the memory rows recorded as erased (by the subject key index), or a sweep's
+        deletion mark. A session written past the fence after the start and deleted by the step is left to
+        autovacuum."""
         if found_any(self.platform.requests.record(subject.request_id), FOUND_KEYS):
+            return True
+        if evidence.last_deletion(self.platform.pool, subject.request_id, self.after) is not None:
             return True
         with self.platform.pool.connection() as conn:
             row = conn.execute(
@@ -86,9 +111,21 @@ class VacuumAdapter:
         return row is not None
 
     def remaining(self, subject: Subject, record: RequestRecord, bound: Bound | None, beat: Beat) -> Remaining:
-        """Fails when a touched table was never vacuumed for this request (its step did not run or stopped)."""
-        done = covered_targets(self.platform.pool, subject.request_id)
-        return Remaining({"tables_not_vacuumed": len(set(TABLES) - done)})
+        """Postgres's own evidence, not this step's books: each table's vacuum counters show a vacuum that
+        started after the request's last deletion (the second sweep's included). A request that deleted
+        nothing is covered once its step ran; one that did and has no evidence fails closed (a request that
+        ended before evidence was kept is judged by the books, and the check says so)."""
+        request_id = subject.request_id
+        kept = evidence.baselines(self.platform.pool, request_id).get(BASELINE)
+        if not self._deleted_anything(subject):
+            return Remaining(
+                {"tables_not_vacuumed": len(set(TABLES) - covered_targets(self.platform.pool, request_id))}
+            )
+        if kept is None and bound is not None:
+            done = covered_targets(self.platform.pool, request_id)
+            return Remaining({"tables_not_vacuumed": len(set(TABLES) - done)}, note=evidence.LEGACY)
+        judged = self._judge(request_id, kept, *TABLES)
+        return Remaining({"tables_not_vacuumed": len(judged.not_covered)}, note=judged.note())
 
     def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:
         return Swept()  # a sweep deletes little; autovacuum removes what it leaves
