@@ -103,9 +103,17 @@ def _containers(pod_spec: dict[str, Any]) -> list[dict[str, Any]]:
     return [*pod_spec.get("initContainers", []), *pod_spec["containers"]]
 
 
-def _workloads() -> Iterator[dict[str, Any]]:
+def _all_workloads() -> Iterator[dict[str, Any]]:
+    """Every workload in deploy/k8s, Temporal UI included."""
     for doc in _k8s_docs():
         if doc["kind"] in ("Deployment", "Job", "StatefulSet", "DaemonSet"):
+            yield doc
+
+
+def _workloads() -> Iterator[dict[str, Any]]:
+    """The workloads running the orchestrator's image (worker, setup job, console)."""
+    for doc in _all_workloads():
+        if doc["metadata"]["labels"].get("app.kubernetes.io/name") == "erasure-orchestrator":
             yield doc
 
 
@@ -160,8 +168,14 @@ def test_deploy_has_the_expected_files() -> None:
         "k8s/deployment.yaml",
         "k8s/job-setup.yaml",
         "k8s/serviceaccount.yaml",
+        "k8s/console.yaml",
+        "k8s/temporal-ui.yaml",
+        "k8s/pdb.yaml",
+        "k8s/networkpolicy.yaml",
+        "idp/keycloak-realm.json",
         "iam/worker-policy.json",
         "iam/worker-policy-per-user-keys.json",
+        "iam/console-policy.json",
     ):
         assert (DEPLOY / rel).is_file(), f"deploy/{rel} is missing"
 
@@ -200,7 +214,7 @@ def _structured_env_names() -> dict[str, set[str]]:
             add(where, (doc.get("data") or {}).keys())
         if doc["kind"] == "Secret":
             add(where, [*(doc.get("stringData") or {}), *(doc.get("data") or {})])
-    for workload in _workloads():
+    for workload in _all_workloads():
         for container in _containers(_pod_spec(workload)):
             where = f"k8s {workload['kind']} {workload['metadata']['name']} container {container['name']}"
             add(where, [e["name"] for e in container.get("env", [])])
@@ -240,7 +254,7 @@ def test_every_erasure_name_mentioned_in_deploy_is_a_known_setting() -> None:
     assert not unknown, sorted(unknown)
 
 
-@pytest.mark.parametrize("service", ["worker", "setup"])
+@pytest.mark.parametrize("service", ["worker", "setup", "console"])
 def test_compose_sets_every_setting_required_in_production(service: str) -> None:
     env = _service_env(_service(service))
     missing = sorted(v for v in REQUIRED_VARS if not env.get(v))
@@ -268,7 +282,10 @@ def test_k8s_configmap_and_mounted_secret_files_set_every_required_setting() -> 
         if not (path.startswith(SECRETS_MOUNT + "/") and path.removeprefix(SECRETS_MOUNT + "/") in keys):
             missing.append(var)
     assert not missing, f"ConfigMap + mounted Secret lack required settings: {missing}"
-    assert not (set(config) & SECRET_VARS), f"secrets in the ConfigMap: {sorted(set(config) & SECRET_VARS)}"
+    for doc in _k8s_docs():
+        if doc["kind"] == "ConfigMap":
+            leaked = set(doc.get("data") or {}) & SECRET_VARS
+            assert not leaked, f"secrets in the ConfigMap {doc['metadata']['name']}: {sorted(leaked)}"
     for var in SECRET_VARS:
         assert f"{var}_FILE" in KNOWN_VARS
         assert config.get(f"{var}_FILE", "").startswith(SECRETS_MOUNT + "/"), f"{var} must come from a file"
@@ -282,7 +299,7 @@ def test_compose_secrets_come_from_interpolation_never_literal() -> None:
                 assert re.fullmatch(r"\$\{[A-Z0-9_]+:[?-][^}]*\}", value), (
                     f"compose service {name}: {var} must be a ${{VAR:?...}} interpolation, not a literal"
                 )
-    for service in ("worker", "setup"):
+    for service in ("worker", "setup", "console"):
         env = _service_env(_service(service))
         for var in SECRET_VARS - {"ERASURE_DATABASE_URL"}:
             assert re.fullmatch(rf"\$\{{{var}:\?[^}}]+\}}", env[var] or ""), f"{service}: {var} must be required"
@@ -453,7 +470,7 @@ def test_k8s_deployment() -> None:
     spec = _pod_spec(deployment)
     assert spec["securityContext"]["runAsNonRoot"] is True
     assert spec["securityContext"].get("runAsUser", 1) != 0
-    assert spec["serviceAccountName"] == _k8s("ServiceAccount")["metadata"]["name"]
+    assert spec["serviceAccountName"] == "erasure-worker"
     (container,) = spec["containers"]
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     assert {"name": "metrics", "containerPort": 9464, "protocol": "TCP"} in container["ports"]
@@ -475,12 +492,309 @@ def test_k8s_setup_job_migrates_then_installs_schedules() -> None:
     assert commands.index("erasure migrate") < commands.index("erasure schedule install")
 
 
-def test_k8s_service_account_has_an_irsa_annotation() -> None:
-    sa = _k8s("ServiceAccount")
-    arn = sa["metadata"]["annotations"]["eks.amazonaws.com/role-arn"]
-    assert arn.startswith("arn:aws:iam::")
+def test_k8s_service_accounts_have_an_irsa_annotation() -> None:
+    """The worker and the setup job share one identity; the console, which erases nothing, has its own."""
+    for name in ("erasure-worker", "erasure-console"):
+        arn = _k8s("ServiceAccount", name)["metadata"]["annotations"]["eks.amazonaws.com/role-arn"]
+        assert arn.startswith("arn:aws:iam::")
     for workload in _workloads():
-        assert _pod_spec(workload)["serviceAccountName"] == sa["metadata"]["name"]
+        component = workload["metadata"]["labels"]["app.kubernetes.io/component"]
+        expected = "erasure-console" if component == "console" else "erasure-worker"
+        assert _pod_spec(workload)["serviceAccountName"] == expected, workload["metadata"]["name"]
+
+
+# ----- the console -------------------------------------------------------------------------------------
+
+CONSOLE_PORT_VAR = "ERASURE_SERVE_PORT"
+
+
+def _console_config() -> dict[str, str]:
+    data = _k8s("ConfigMap", "erasure-console-config").get("data") or {}
+    assert isinstance(data, dict)
+    return {str(k): str(v) for k, v in data.items()}
+
+
+def _console_container() -> dict[str, Any]:
+    (container,) = _pod_spec(_k8s("Deployment", "erasure-console"))["containers"]
+    assert isinstance(container, dict)
+    return container
+
+
+def _named_port(container: dict[str, Any], port: int | str) -> int:
+    if isinstance(port, int):
+        return port
+    (found,) = [p["containerPort"] for p in container.get("ports", []) if p.get("name") == port]
+    return int(found)
+
+
+def _env_of(container: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: str(e.get("value", "")) for e in container.get("env", [])}
+
+
+ALL_INTERFACES = "0.0.0.0"  # noqa: S104 - the console must listen where its Service and proxy reach it
+
+
+def test_k8s_console_serves_on_every_interface_on_its_configured_port() -> None:
+    container = _console_container()
+    assert container["args"] == ["erasure", "serve", "--host", ALL_INTERFACES], (
+        "127.0.0.1 is unreachable from a Service"
+    )
+    refs = [e["configMapRef"]["name"] for e in container["envFrom"] if "configMapRef" in e]
+    assert refs == ["erasure-config", "erasure-console-config"], "shared settings first, the console's own after"
+    port = int(_console_config().get(CONSOLE_PORT_VAR, DEFAULTS[CONSOLE_PORT_VAR]))
+    assert _named_port(container, "http") == port
+
+
+def test_k8s_console_is_non_root_with_probes_and_resources() -> None:
+    from console.app import PUBLIC_PATHS
+
+    spec = _pod_spec(_k8s("Deployment", "erasure-console"))
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["securityContext"].get("runAsUser", 1) != 0
+    container = _console_container()
+    security = container["securityContext"]
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["capabilities"]["drop"] == ["ALL"]
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        get = container[probe]["httpGet"]
+        assert get["path"] in PUBLIC_PATHS, f"{probe} must ask a path that needs no login"
+        assert get["path"] == "/healthz"
+        assert _named_port(container, get["port"]) == _named_port(container, "http")
+    assert _k8s("Deployment", "erasure-console")["spec"]["replicas"] >= 2
+
+
+def test_k8s_console_service_and_tls_ingress_reach_the_console() -> None:
+    pod_labels = _k8s("Deployment", "erasure-console")["spec"]["template"]["metadata"]["labels"]
+    service = _k8s("Service", "erasure-console")
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    (port,) = service["spec"]["ports"]
+    assert _named_port(_console_container(), port["targetPort"]) == _named_port(_console_container(), "http")
+
+    ingress = _k8s("Ingress", "erasure-console")
+    console_url = _console_config()["ERASURE_CONSOLE_URL"]
+    assert console_url.startswith("https://"), "the console's URL must be https (Secure session cookie)"
+    host = console_url.removeprefix("https://").rstrip("/")
+    (rule,) = ingress["spec"]["rules"]
+    assert rule["host"] == host
+    tls_hosts = {h for t in ingress["spec"]["tls"] for h in t["hosts"]}
+    assert host in tls_hosts
+    assert all(t.get("secretName") for t in ingress["spec"]["tls"])
+    (path,) = rule["http"]["paths"]
+    assert (path["path"], path["pathType"]) == ("/", "Prefix"), "the console's pages, API, codec and /temporal"
+    backend = path["backend"]["service"]
+    assert backend["name"] == service["metadata"]["name"]
+    assert backend["port"] in ({"name": port["name"]}, {"number": port["port"]})
+
+
+def test_k8s_console_settings_are_the_identity_provider_and_the_proxied_ui() -> None:
+    config = _console_config()
+    for var in ("ERASURE_OIDC_ISSUER", "ERASURE_OIDC_CLIENT_ID", "ERASURE_OIDC_AUDIENCE", "ERASURE_CONSOLE_URL"):
+        assert config.get(var), f"the console's ConfigMap lacks {var}"
+    assert config["ERASURE_OIDC_ISSUER"].startswith("https://")
+    upstream = config["ERASURE_TEMPORAL_UI_UPSTREAM"]
+    service = _k8s("Service", "temporal-ui")
+    (port,) = service["spec"]["ports"]
+    assert upstream == f"http://{service['metadata']['name']}:{port['port']}"
+
+
+def _ui_env_k8s() -> dict[str, str]:
+    (container,) = _pod_spec(_k8s("Deployment", "temporal-ui"))["containers"]
+    return _env_of(container)
+
+
+def test_temporal_ui_decodes_through_the_console_in_k8s() -> None:
+    """The UI lives under the console's /temporal and calls the console's /codec/decode (it appends /decode)."""
+    from console.temporal_ui import CODEC_PATH, PROXY_PREFIX
+
+    env = _ui_env_k8s()
+    assert env["TEMPORAL_UI_PUBLIC_PATH"] == PROXY_PREFIX
+    console_url = _console_config()["ERASURE_CONSOLE_URL"].rstrip("/")
+    assert env["TEMPORAL_CODEC_ENDPOINT"] + "/decode" == console_url + CODEC_PATH
+    assert env["TEMPORAL_DISABLE_WRITE_ACTIONS"] == "true"
+    ui_url = (_k8s("ConfigMap", "erasure-config").get("data") or {})["ERASURE_TEMPORAL_UI_URL"]
+    assert ui_url == console_url + PROXY_PREFIX, "the links the CLI and the console print"
+    assert not [d for d in _k8s_docs() if d["kind"] == "Ingress" and "temporal-ui" in json.dumps(d)], (
+        "Temporal UI must be reached through the console only"
+    )
+
+
+def test_compose_console_service() -> None:
+    from console.app import PUBLIC_PATHS
+    from console.temporal_ui import CODEC_PATH, PROXY_PREFIX
+
+    console = _service("console")
+    assert console["build"]["dockerfile"] == "deploy/Dockerfile"
+    assert console["command"] == ["erasure", "serve", "--host", ALL_INTERFACES]
+    env = _service_env(console)
+    assert env["ERASURE_MODE"] == "production"
+    assert re.fullmatch(r"\$\{ERASURE_OIDC_ISSUER:\?[^}]+\}", env["ERASURE_OIDC_ISSUER"] or ""), "issuer required"
+    port = env.get(CONSOLE_PORT_VAR) or DEFAULTS[CONSOLE_PORT_VAR]
+    assert console["ports"] == [f"127.0.0.1:{port}:{port}"], "published on the host's loopback only"
+    health = " ".join(console["healthcheck"]["test"])
+    assert f"http://127.0.0.1:{port}/healthz" in health
+    assert "/healthz" in PUBLIC_PATHS
+    assert console["depends_on"]["setup"]["condition"] == "service_completed_successfully"
+
+    ui = _service("temporal-ui")
+    ui_env = _service_env(ui)
+    assert env["ERASURE_TEMPORAL_UI_UPSTREAM"] == "http://temporal-ui:8080"
+    assert ui_env["TEMPORAL_UI_PUBLIC_PATH"] == PROXY_PREFIX
+    console_url = env["ERASURE_CONSOLE_URL"] or ""
+    assert ui_env["TEMPORAL_CODEC_ENDPOINT"] + "/decode" == console_url + CODEC_PATH
+    assert "ports" not in ui, "Temporal UI is reached through the console, not on a port of its own"
+    for service in ("worker", "setup", "console"):
+        assert _service_env(_service(service))["ERASURE_TEMPORAL_UI_URL"] == console_url + PROXY_PREFIX
+
+
+# ----- the identity provider --------------------------------------------------------------------------
+
+
+def _realm() -> dict[str, Any]:
+    realm = json.loads((DEPLOY / "idp" / "keycloak-realm.json").read_text())
+    assert isinstance(realm, dict)
+    return realm
+
+
+def _mapper(client: dict[str, Any], kind: str) -> dict[str, str]:
+    (found,) = [m for m in client["protocolMappers"] if m["protocolMapper"] == kind]
+    config = found["config"]
+    assert isinstance(config, dict)
+    return config
+
+
+def test_keycloak_realm_matches_the_console_settings() -> None:
+    """The example realm issues what the console checks: its client, redirect URI, audience, roles, apps."""
+    from console.identity import ROLES
+
+    realm = _realm()
+    config = _console_config()
+    assert config["ERASURE_OIDC_ISSUER"].endswith(f"/realms/{realm['realm']}")
+    (client,) = realm["clients"]
+    assert client["clientId"] == config["ERASURE_OIDC_CLIENT_ID"]
+    assert client["publicClient"] is True
+    assert client["standardFlowEnabled"] is True
+    assert client["implicitFlowEnabled"] is False
+    assert client["directAccessGrantsEnabled"] is False
+    assert client["attributes"]["pkce.code.challenge.method"] == "S256"
+    assert client["redirectUris"] == [config["ERASURE_CONSOLE_URL"].rstrip("/") + "/auth/callback"]
+    assert "basic" in client["defaultClientScopes"], "Keycloak 25+: the basic scope puts `sub` in the tokens"
+
+    audience = _mapper(client, "oidc-audience-mapper")
+    assert audience["included.custom.audience"] == config["ERASURE_OIDC_AUDIENCE"]
+    assert audience["access.token.claim"] == "true"
+
+    roles = _mapper(client, "oidc-usermodel-realm-role-mapper")
+    assert roles["claim.name"] == config.get("ERASURE_OIDC_ROLES_CLAIM", DEFAULTS["ERASURE_OIDC_ROLES_CLAIM"])
+    assert (roles["access.token.claim"], roles["multivalued"]) == ("true", "true")
+    assert {r["name"] for r in realm["roles"]["realm"]} == set(ROLES)
+
+    apps = _mapper(client, "oidc-usermodel-attribute-mapper")
+    assert apps["claim.name"] == config.get("ERASURE_OIDC_APPS_CLAIM", DEFAULTS["ERASURE_OIDC_APPS_CLAIM"])
+    assert (apps["access.token.claim"], apps["multivalued"]) == ("true", "true")
+
+
+# ----- operations: probes, resources, disruption budgets, network policies -----------------------------
+
+
+@pytest.mark.parametrize("workload", list(_all_workloads()), ids=lambda w: f"{w['kind']}/{w['metadata']['name']}")
+def test_every_container_has_resources_and_runs_unprivileged(workload: dict[str, Any]) -> None:
+    spec = _pod_spec(workload)
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    for container in _containers(spec):
+        where = f"{workload['metadata']['name']}/{container['name']}"
+        resources = container.get("resources") or {}
+        assert {"cpu", "memory"} <= set(resources.get("requests", {})), f"{where}: requests"
+        assert "memory" in resources.get("limits", {}), f"{where}: memory limit"
+        assert container["securityContext"]["allowPrivilegeEscalation"] is False, where
+        assert container["securityContext"]["capabilities"]["drop"] == ["ALL"], where
+
+
+def _deployments() -> list[dict[str, Any]]:
+    return [w for w in _all_workloads() if w["kind"] == "Deployment"]
+
+
+@pytest.mark.parametrize("deployment", _deployments(), ids=lambda d: d["metadata"]["name"])
+def test_every_long_running_container_has_a_liveness_and_a_readiness_probe(deployment: dict[str, Any]) -> None:
+    for container in _pod_spec(deployment)["containers"]:
+        assert "livenessProbe" in container, f"{deployment['metadata']['name']}: no liveness probe"
+        assert {"readinessProbe", "startupProbe"} & container.keys(), f"{deployment['metadata']['name']}: readiness"
+
+
+def test_worker_liveness_is_not_the_readiness_check() -> None:
+    """An outage of Postgres or KMS must not restart every worker: liveness asks the process, not the services."""
+    (container,) = _pod_spec(_k8s("Deployment", "erasure-worker"))["containers"]
+    liveness = container["livenessProbe"]
+    assert "exec" not in liveness
+    port = _named_port(container, liveness["tcpSocket"]["port"])
+    assert str(port) == _env_of(container)["ERASURE_METRICS_PORT"]
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    assert set(selector) <= {"matchLabels"}, "this test reads matchLabels only"
+    return bool(selector.get("matchLabels", {}).items() <= labels.items())
+
+
+@pytest.mark.parametrize("deployment", _deployments(), ids=lambda d: d["metadata"]["name"])
+def test_every_replicated_deployment_has_a_disruption_budget(deployment: dict[str, Any]) -> None:
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    budgets = [d for d in _k8s_docs() if d["kind"] == "PodDisruptionBudget" and _selects(d["spec"]["selector"], labels)]
+    if deployment["spec"]["replicas"] < 2:
+        return  # a budget would block every drain
+    assert len(budgets) == 1, f"{deployment['metadata']['name']}: {len(budgets)} disruption budgets"
+    assert 1 <= budgets[0]["spec"]["minAvailable"] < deployment["spec"]["replicas"]
+
+
+def _policies_for(labels: dict[str, str]) -> list[dict[str, Any]]:
+    return [d for d in _k8s_docs() if d["kind"] == "NetworkPolicy" and _selects(d["spec"]["podSelector"], labels)]
+
+
+@pytest.mark.parametrize("workload", list(_all_workloads()), ids=lambda w: w["metadata"]["name"])
+def test_every_pod_is_covered_by_an_ingress_network_policy(workload: dict[str, Any]) -> None:
+    labels = workload["spec"]["template"]["metadata"]["labels"]
+    policies = _policies_for(labels)
+    assert any("Ingress" in p["spec"]["policyTypes"] for p in policies), workload["metadata"]["name"]
+
+
+def _allowed_ports(labels: dict[str, str]) -> set[int]:
+    return {
+        port["port"]
+        for policy in _policies_for(labels)
+        for rule in policy["spec"].get("ingress", [])
+        for port in rule.get("ports", [])
+    }
+
+
+def test_network_policies_open_exactly_the_served_ports() -> None:
+    console = _k8s("Deployment", "erasure-console")["spec"]["template"]["metadata"]["labels"]
+    worker = _k8s("Deployment", "erasure-worker")["spec"]["template"]["metadata"]["labels"]
+    setup = _k8s("Job", "erasure-setup")["spec"]["template"]["metadata"]["labels"]
+    assert _allowed_ports(console) == {_named_port(_console_container(), "http")}
+    assert _allowed_ports(worker) == {9464}
+    assert _allowed_ports(setup) == set()
+    ui = _k8s("Deployment", "temporal-ui")["spec"]["template"]["metadata"]["labels"]
+    (ui_policy,) = _policies_for(ui)
+    (rule,) = ui_policy["spec"]["ingress"]
+    (source,) = rule["from"]
+    assert _selects(source["podSelector"], console), "only the console reaches Temporal UI"
+
+
+def test_k8s_manifests_pass_kubernetes_validate_strict() -> None:
+    """The Kubernetes API's own schemas (kubernetes-validate ships them: no cluster, no network)."""
+    import shutil
+    import subprocess
+    import sys
+
+    tool = shutil.which("kubernetes-validate", path=str(Path(sys.executable).parent)) or shutil.which(
+        "kubernetes-validate"
+    )
+    if tool is None:
+        pytest.skip("kubernetes-validate is not installed (pip install -e '.[dev]')")
+    files = sorted(str(p) for p in K8S.glob("*.yaml"))
+    result = subprocess.run(
+        [tool, "--strict", "--quiet", *files], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 # ----- IAM --------------------------------------------------------------------------------------------
@@ -638,3 +952,13 @@ def test_the_tags_the_code_sends_are_allowed_wherever_create_key_is() -> None:
                 f"{path.name} {st.get('Sid')} allows any tag"
             )
     assert granting == 1, "exactly one policy (the runtime's) may create per-user keys"
+
+
+def test_console_policy_reads_and_anchors_the_audit_head_only() -> None:
+    statements = _statements("console-policy.json")
+    assert all(st["Effect"] == "Allow" and "NotAction" not in st for st in statements)
+    assert _allowed(statements) == {
+        "s3:ListBucket": {RECEIPTS},
+        "s3:GetObject": {f"{RECEIPTS}/audit/head.json"},
+        "s3:PutObject": {f"{RECEIPTS}/audit/head.json"},
+    }
