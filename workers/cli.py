@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import psycopg
 
@@ -16,6 +16,27 @@ from workers.logging_setup import configure_logging
 from workers.settings import Settings
 
 Handler = Callable[[argparse.Namespace, Settings], int]
+
+#: commands of the local development stack and its synthetic data: refused in production mode (the image's
+#: default), where they would start embedded servers or write made-up users into real stores
+DEV_ONLY: dict[str, str] = {
+    "stack": "starts, stops and inspects the local development stack",
+    "demo": "runs an erasure of synthetic users on the local development stack",
+    "seed": "writes synthetic users into the stores",
+}
+
+
+def refuse_in_production(command: str, environ: Mapping[str, str]) -> str | None:
+    """The one line refusing a development command in production mode, or ``None`` when it may run. Read
+    from the environment before the settings are built: a production image without its settings says what
+    the command is, not which settings it lacks."""
+    mode = next((v for k, v in environ.items() if k.upper() == "ERASURE_MODE"), "")
+    if command in DEV_ONLY and mode.strip().lower() == "production":
+        return (
+            f"'erasure {command}' {DEV_ONLY[command]}: a development command, refused in production mode "
+            "(ERASURE_MODE=production)"
+        )
+    return None
 
 
 def _stack_up(_args: argparse.Namespace, settings: Settings) -> int:
@@ -48,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="erasure", description="Durable right-to-be-forgotten orchestration.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    stack = sub.add_parser("stack", help="start, stop and inspect the local stack")
+    stack = sub.add_parser("stack", help="start, stop and inspect the local stack (development only)")
     stack_sub = stack.add_subparsers(dest="stack_command", required=True)
     stack_sub.add_parser("up", help="start every part, apply migrations, create buckets and key").set_defaults(
         handler=_stack_up
@@ -68,6 +89,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")  # pgserver's platformdirs, harmless
     parser = build_parser()
     args = parser.parse_args(argv)
+    refusal = refuse_in_production(args.command, os.environ)
+    if refusal:
+        print(f"erasure: error: {refusal}", file=sys.stderr)
+        return 2
     try:
         settings = Settings.from_env()
         configure_logging(settings.log_format)

@@ -528,7 +528,9 @@ def register(sub: Any) -> None:
         handler=_migrate
     )
 
-    seed = sub.add_parser("seed", help="fill the stores with synthetic users through the real services")
+    seed = sub.add_parser(
+        "seed", help="fill the stores with synthetic users through the real services (development only)"
+    )
     seed.add_argument("--users", type=int, default=5)
     seed.add_argument("--size", choices=["small", "typical", "large"], default="typical")
     seed.add_argument("--seed", type=int, default=1)
@@ -586,7 +588,7 @@ def register(sub: Any) -> None:
     rv.add_argument("request_id")
     rv.set_defaults(handler=_reverify)
 
-    demo = sub.add_parser("demo", help="run a real erasure end to end on the local stack")
+    demo = sub.add_parser("demo", help="run a real erasure end to end on the local stack (development only)")
     demo.set_defaults(handler=_demo)
 
     sub.add_parser(
