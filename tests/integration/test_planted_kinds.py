@@ -13,9 +13,11 @@ failing. All plants run side by side on one worker.
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -32,12 +34,12 @@ from stores.memory import NewMemory
 from stores.platform import Platform
 from stores.response_cache import entry_key
 from stores.seeder import user_ids
-from tests.adapter_wrap import Wrapped, registry_with
+from tests.adapter_wrap import Wrapped, open_request, registry_with
 from tests.saga_harness import SagaHarness
 from workers.local_secrets import load_secrets
 from workers.worker import activity_objects, build_worker
 
-pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+pytestmark = [pytest.mark.integration]
 
 APP = "plant-kinds"
 
@@ -51,6 +53,8 @@ class Target:
     signature_words: list[str]
     wrapped_keys: list[tuple[Any, ...]]  # data_keys rows captured before the erasure
     segment: str  # a log segment only this user has lines in (log plants touch no one else's segments)
+    fact: uuid.UUID | None = None  # the target's own fact, naming nothing: no other erasure can reach it
+    summary: uuid.UUID | None = None  # filed under ``other``, derived from the target's row alone
 
 
 Plant = Callable[[Platform, Target, Any], None]
@@ -79,8 +83,15 @@ def _adk(p: Platform, t: Target, session_id: str, with_event: bool) -> None:
     asyncio.run(go())
 
 
-def _erased_memory(p: Platform, t: Target) -> uuid.UUID:
-    return _sql(p, "SELECT memory_id FROM erased_memories WHERE subject_key = %s LIMIT 1", t.subject)[0][0]
+def _erased_alone(p: Platform, t: Target, memory_id: uuid.UUID | None) -> uuid.UUID:
+    """A row this request erased that no other erasure recorded, and whose provenance names the target's data
+    alone (the test filed it so): a row drawn on it can be removed by no other request's pass. (Drawing on any
+    erased row, the plant could name a summary the target shared with another target whose memory step ran
+    at the same time; that request's second sweep then removed the plant: see the test below.)"""
+    assert memory_id is not None
+    recorded = {r[0] for r in _sql(p, "SELECT subject_key FROM erased_memories WHERE memory_id = %s", memory_id)}
+    assert recorded == {t.subject}, "the plant's parent must be erased by this request alone"
+    return memory_id
 
 
 def _private_word(n: int) -> str:
@@ -141,7 +152,7 @@ PLANTS: dict[str, tuple[Plant, set[str]]] = {
     ),
     "memory, derived depth 1 under another user": (
         lambda p, t, r: p.memory_store.insert(
-            [NewMemory(APP, t.other, "summary of erased", kind="summary", derived_from=[_erased_memory(p, t)])]
+            [NewMemory(APP, t.other, "summary of erased", kind="summary", derived_from=[_erased_alone(p, t, t.fact)])]
         ),
         {"memory"},
     ),
@@ -149,7 +160,7 @@ PLANTS: dict[str, tuple[Plant, set[str]]] = {
         lambda p, t, r: p.memory_store.insert(
             [
                 NewMemory(
-                    APP, t.other, "summary of a summary", kind="summary", derived_from=[uuid.UUID(r.derived_removed[0])]
+                    APP, t.other, "summary of a summary", kind="summary", derived_from=[_erased_alone(p, t, t.summary)]
                 )
             ]
         ),
@@ -259,6 +270,7 @@ def planting_registry(platform: Platform) -> AdapterRegistry:
     return registry_with(platform, Wrapped(platform.adapters.get("keys"), after_sweep=plant))
 
 
+@pytest.mark.asyncio(loop_scope="session")
 async def test_every_kind_of_leftover_fails_its_check(saga: SagaHarness) -> None:
     names = sorted(PLANTS)
     users = user_ids(len(names) + 1, 151, prefix="plantkind")
@@ -276,16 +288,18 @@ async def test_every_kind_of_leftover_fails_its_check(saga: SagaHarness) -> None
         )
         line = LogLine(datetime.now(UTC).isoformat(), APP, seeded.user_id, "info", "private line")
         segment = saga.platform.logs.ship([line], datetime(2020, 1, 1, tzinfo=UTC) + timedelta(minutes=n), 77)
-        target = Target(seeded.user_id, sk, other, seeded.session_ids, seeded.signature_words, rows, segment)
-        TARGETS[sk] = (target, name)
         # the seeder's cross-user summaries copy some of each user's words under others, so those words are
         # not distinctive and cannot be canaries; a fact with a word only this target holds always is one
-        saga.platform.memory_store.insert([NewMemory(APP, seeded.user_id, f"remember {_private_word(n)}")])
+        [fact] = saga.platform.memory_store.insert([NewMemory(APP, seeded.user_id, f"remember {_private_word(n)}")])
         # every target gets a summary filed under the other user that draws on one of its rows, so the saga
-        # removes at least one derived row (depth 1) for the depth-2 plant to draw on
-        saga.platform.memory_store.insert(
+        # removes at least one derived row for the depth-2 plant to draw on (that one: no other target's)
+        [summary] = saga.platform.memory_store.insert(
             [NewMemory(APP, other, "summary", kind="summary", derived_from=[seeded.memory_ids[0]])]
         )
+        target = Target(
+            seeded.user_id, sk, other, seeded.session_ids, seeded.signature_words, rows, segment, fact, summary
+        )
+        TARGETS[sk] = (target, name)
     settings = saga.settings.model_copy(update={"task_queue": f"plant-kinds-{uuid.uuid4().hex[:8]}"})
     objects = activity_objects(saga.platform, load_secrets(settings).signing_key, planting_registry(saga.platform))
     harness = SagaHarness(saga.client, saga.platform, settings)
@@ -300,3 +314,71 @@ async def test_every_kind_of_leftover_fails_its_check(saga: SagaHarness) -> None
         outcomes[name] = (result.status, {c["check"] for c in final["checks"] if not c["passed"]})
     wrong = {name: outcome for name, outcome in outcomes.items() if outcome != ("verification_failed", PLANTS[name][1])}
     assert not wrong, "\n".join(f"{k}: {v}" for k, v in sorted(wrong.items()))
+
+
+def test_a_depth_two_plant_is_caught_when_another_erasure_shares_its_parent(platform: Platform) -> None:
+    """The race behind the planted-kinds test passing once in 587 runs: the depth-2 plant drew on
+    ``derived_removed[0]``, any derived row the request removed. When that row was a summary of the target's
+    and another target's memories, and both memory steps ran at once (both closures found it before either
+    deleted it), both requests recorded it as erased; the other request's second sweep then follows
+    provenance from it, deletes the planted row (rightly: it derives from that user too), and the target's
+    check finds nothing left. Forced here: the shared summary's row is locked until both memory steps wait
+    on it, and the other request's sweep runs after the plant. The plant must draw on a row only the target's
+    erasure can reach, and then the target's check fails, whatever ran in between."""
+    app = "plant-race"
+    target_user, sharing_user, other = user_ids(3, 152, prefix="plantrace")
+    secret = platform.config.subject_secret
+    sk, sharing_sk = subject_key(secret, app, target_user), subject_key(secret, app, sharing_user)
+    [mine] = platform.memory_store.insert([NewMemory(app, target_user, "a fact of the target")])
+    [theirs] = platform.memory_store.insert([NewMemory(app, sharing_user, "a fact of the other target")])
+    tail = uuid.uuid4().hex[8:]
+    shared, alone = uuid.UUID("00000000" + tail), uuid.UUID("ffffffff" + tail)  # the shared one sorts first
+    platform.memory_store.insert(
+        [
+            NewMemory(app, other, "summary of both", kind="summary", derived_from=[mine, theirs], id=shared),
+            NewMemory(app, other, "summary of the target", kind="summary", derived_from=[mine], id=alone),
+        ]
+    )
+    requests = {s: open_request(platform, app, u) for s, u in ((sk, target_user), (sharing_sk, sharing_user))}
+    erasures: dict[str, Any] = {}
+
+    def memory_step(subject: str) -> None:
+        erasures[subject] = platform.memory.erase_user(subject, [], request_id=requests[subject].request_id)
+
+    with platform.pool.connection() as lock:  # both memory steps find the shared summary, then wait on it
+        lock.execute("BEGIN")
+        lock.execute("SELECT 1 FROM memories WHERE id = %s FOR UPDATE", (shared,))
+        steps = [threading.Thread(target=memory_step, args=(s,)) for s in requests]
+        for step in steps:
+            step.start()
+        deadline = time.monotonic() + 30
+        while _lock_waiters(platform) < 2:
+            assert time.monotonic() < deadline, "the memory steps never waited on the shared summary"
+            time.sleep(0.05)
+        lock.execute("ROLLBACK")
+    for step in steps:
+        step.join(timeout=30)
+    recorded = _sql(platform, "SELECT subject_key FROM erased_memories WHERE memory_id = %s", shared)
+    assert {r[0] for r in recorded} == {sk, sharing_sk}  # both requests recorded the shared summary
+    target_request = requests[sk].request_id
+    platform.requests.update_record(
+        target_request,
+        lambda r: replace(r, erased_sessions=[], derived_removed=erasures[sk].derived_ids, canaries=[]),
+    )
+    target = Target(target_user, sk, other, [], [], [], "", fact=mine, summary=alone)
+    PLANTS["memory, derived depth 2 under another user"][0](platform, target, platform.requests.record(target_request))
+    adapter = platform.adapters.get("memory")
+    sharing = requests[sharing_sk]
+    adapter.sweep_before(Subject(sharing.request_id, sharing_sk, app, sharing_user), None, None)
+    remaining = adapter.remaining(requests[sk], platform.requests.record(target_request), None, lambda _d: None)
+    assert remaining.counts["rows_naming_erased"] == 1, remaining
+
+
+def _lock_waiters(platform: Platform) -> int:
+    return int(
+        _sql(
+            platform,
+            "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+            "WHERE NOT l.granted AND a.datname = current_database()",
+        )[0][0]
+    )
