@@ -18,7 +18,8 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.support import PlatformActivities, beat, keep_sensitive, non_retryable, translate_errors
-from stores.adapters.interface import AdapterNotConfigured
+from stores.adapters.interface import ForgetScope, ItemForgetting, Subject
+from stores.adapters.registry import AdapterRegistry
 from stores.forget_requests import ForgetPayload, ForgetRequestRow
 from stores.forgetting import TombstoneMatcher, journal_form
 from stores.identity import session_ref, subject_of_stored
@@ -39,11 +40,26 @@ from workflows.forget_contracts import (
     ForgetVerifyInput,
 )
 
+#: what this activity's own code does in the built-in stores (the adapters without ``forget_items``): listed
+#: per store in the receipt; any other registered store needs the capability, or holds nothing of the subject
+OWN_PATHS: dict[str, str] = {
+    "memory": "the items deleted by (subject key, id), derived rows through provenance (any owner)",
+    "sessions": "erase_session: the session's events and row; a forget redacts the conversation at request time",
+    "artifacts": "erase_session: every version of the session's artifacts",
+    "logs": "erase_session: the session's lines, segments rewritten",
+    "keys": "data keys hold no item content: kept (only an erasure shreds them)",
+}
+
 
 class ForgetActivities(PlatformActivities):
-    def __init__(self, platform: Any, signing_seed: bytes) -> None:
+    def __init__(self, platform: Any, signing_seed: bytes, adapters: AdapterRegistry | None = None) -> None:
         super().__init__(platform)
         self._key = signing_key(signing_seed)
+        self._adapters = adapters  # None: the platform's registry (the worker's own)
+
+    @property
+    def registry(self) -> AdapterRegistry:
+        return self._adapters if self._adapters is not None else self.platform.adapters
 
     # ----- the request -----------------------------------------------------------------------------
 
@@ -82,31 +98,77 @@ class ForgetActivities(PlatformActivities):
             ).fetchall()
         return sorted(str(r[0]) for r in rows)
 
-    def _forget_cached(self, app_name: str, subject_key: str, matcher: TombstoneMatcher) -> int:
-        try:
-            cache = self.platform.response_cache
-        except AdapterNotConfigured:
-            return 0
-        return cache.forget_quoting(app_name, subject_key, matcher.covers_text)
+    def _refuse_if_held(self, sk: str, request_id: str) -> None:
+        """A hold always wins: nothing more is deleted (a suppression deletes nothing and may go ahead). An
+        earlier attempt of this request (or this one, before the hold came) may have deleted rows: said, in
+        the details. Asked again right before the other stores change (their rows are the subject's own)."""
+        if self.platform.requests.active_hold(sk) is None:
+            return
+        raise ApplicationError(
+            "a legal hold is active on the subject",
+            {
+                "deleted_before_hold": ItemForgetter(self.platform.pool, self.platform.forgetting).recorded(
+                    sk, request_id
+                )
+            },
+            type=error_types.LEGAL_HOLD,
+            non_retryable=True,
+        )
+
+    def _uncovered(self, sk: str, app: str, user: str, request_id: str) -> None:
+        """Fail closed before anything changes: a registered store that holds the subject's data and that
+        neither the activity's own code nor a ``forget_items`` covers could keep the forgotten items."""
+        subject = Subject(request_id, sk, app, user)
+        for adapter in self.registry.in_order():
+            if adapter.name in OWN_PATHS or isinstance(adapter, ItemForgetting):
+                continue
+            if any(v > 0 for v in adapter.locate(subject).values()):
+                raise non_retryable(
+                    f"store {adapter.name!r} holds the subject's data and cannot forget items: the forget "
+                    "cannot be completed (give its adapter forget_items)",
+                    error_types.PLAN_INCOMPLETE,
+                )
+
+    def _listed(self, stores: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+        """Every registered store, by name, with what this forget did there (``{}``: its own path had nothing
+        to do for this strength, e.g. the data keys)."""
+        return {a.name: dict(stores.get(a.name, {})) for a in self.registry.in_order()}
+
+    def _scope(self, row: ForgetRequestRow, gone: list[str], session: str | None) -> ForgetScope:
+        """What this request covers, for the stores' ``forget_items`` and ``items_left``: the request's items,
+        the rows its tombstone names and those it deleted (``gone``), the erased session, the tombstone."""
+        placed = self.platform.forgetting.get(row.tombstone_id)
+        named = placed.memory_ids if placed else frozenset()
+        matcher = TombstoneMatcher(self.platform.config.subject_secret, [placed] if placed else [])
+        ids = frozenset([*row.memory_ids, *named, *gone])
+        return ForgetScope(row.request_id, row.subject_key, row.app_name, row.strength, ids, session, matcher.covers)
+
+    def _other_stores(self, row: ForgetRequestRow, gone: list[str], session: str | None) -> dict[str, dict[str, int]]:
+        """Every registered store with ``forget_items``, asked to forget what this request covers (its counts),
+        and the others (nothing of the subject there: checked first)."""
+        sk = row.subject_key
+        scope = self._scope(row, gone, session)
+        done: dict[str, dict[str, int]] = {}
+        self._refuse_if_held(sk, row.request_id)  # Chroma's and the cache's items are the subject's own
+        for adapter in self.registry.in_order():
+            if adapter.name in OWN_PATHS:
+                continue
+            if isinstance(adapter, ItemForgetting):
+                beat(stage=adapter.name)
+                done[adapter.name] = dict(adapter.forget_items(scope, _beat_for(adapter.name)))
+            else:
+                done[adapter.name] = {"located": 0}
+        return done
 
     @activity.defn(name=ForgetActivityNames.APPLY)
     @translate_errors
     def forget_apply(self, inp: ForgetStep) -> ForgetApplied:
         row, payload = self._open(inp.request_id, inp.subject_key, inp.app_name)
         sk, app, user = inp.subject_key, inp.app_name, payload.user_id
-        if row.strength != "suppress" and self.platform.requests.active_hold(sk) is not None:
-            # a hold always wins: nothing more is deleted (a suppression deletes nothing and may go ahead). An
-            # earlier attempt of this request may have deleted rows before the hold came: said, in the details
-            raise ApplicationError(
-                "a legal hold is active on the subject",
-                {
-                    "deleted_before_hold": ItemForgetter(self.platform.pool, self.platform.forgetting).recorded(
-                        sk, row.request_id
-                    )
-                },
-                type=error_types.LEGAL_HOLD,
-                non_retryable=True,
-            )
+        if row.strength != "suppress":
+            self._refuse_if_held(sk, row.request_id)
+        if row.strength != "suppress":
+            self._uncovered(sk, app, user, row.request_id)
         beat(stage="tombstone")
         if row.strength == "suppress":
             own = self._own_ids(sk, row.memory_ids)
@@ -135,16 +197,15 @@ class ForgetActivities(PlatformActivities):
             tombstone_id=row.tombstone_id,
         )
         self._journal(row, outcome)
-        beat(stage="cache")
-        cached = self._forget_cached(app, sk, self._tombstone_matcher(row))
-        counts = {
+        memory = {
             "items": outcome.items,
             "derived_rows": outcome.derived,
             "state_keys": outcome.state_keys,
-            "cached_responses": cached,
             "refused_ids": outcome.refused_ids,
+            "held": outcome.held,
         }
-        return ForgetApplied(counts, outcome.derived_ids)
+        stores = {"memory": memory, **self._other_stores(row, outcome.derived_ids, None)}
+        return ForgetApplied(_flat(stores), outcome.derived_ids, self._listed(stores))
 
     def _journal(self, row: ForgetRequestRow, outcome: ForgetOutcome, items: list[str] | None = None) -> None:
         """Keep the forget in the lifecycle journal (outside the database), so a restore replays it."""
@@ -192,21 +253,19 @@ class ForgetActivities(PlatformActivities):
             beat(stage="logs", lines=lines)
         beat(stage="session")
         counts = self.platform.sessions.erase_sessions(app, user, [sid])
-        cached = self._forget_cached(app, sk, self._tombstone_matcher(row))
-        return ForgetApplied(
-            {
-                "sessions": counts.sessions,
-                "events": counts.events,
+        stores = {
+            "memory": {
                 "items": outcome.items,
                 "derived_rows": outcome.derived,
                 "detached": outcome.detached,
                 "held": outcome.held,
-                "artifact_versions": versions,
-                "log_lines": lines,
-                "cached_responses": cached,
             },
-            outcome.derived_ids,
-        )
+            "sessions": {"sessions": counts.sessions, "events": counts.events},
+            "artifacts": {"artifact_versions": versions},
+            "logs": {"log_lines": lines},
+            **self._other_stores(row, [*parts.only, *outcome.derived_ids], session_ref(sk, sid)),
+        }
+        return ForgetApplied(_flat(stores), outcome.derived_ids, self._listed(stores))
 
     # ----- verify ----------------------------------------------------------------------------------
 
@@ -284,6 +343,15 @@ class ForgetActivities(PlatformActivities):
 
             versions = self.platform.artifacts.count_prefix(session_prefix(app, sk, payload.session_id)).total
             checks.append(ForgetCheck("artifacts", versions == 0, {"versions_left": versions}))
+        if row.strength != "suppress":  # every other store that holds items: read as it is, by its own reads
+            erased = (
+                session_ref(sk, payload.session_id) if row.strength == "erase_session" and payload.session_id else None
+            )
+            scope = self._scope(row, [], erased)
+            for adapter in self.registry.in_order():
+                if adapter.name not in OWN_PATHS and isinstance(adapter, ItemForgetting):
+                    left = adapter.items_left(scope)
+                    checks.append(ForgetCheck(adapter.name, left == 0, {"items_left": left}))
         if inp.reingest and row.strength != "suppress":  # a suppression blocks recall, not writes: recall checks it
             counts = {"sessions": reingested, "forgotten_rows_it_would_write": would_return}
             checks.append(ForgetCheck("reingest", would_return == 0, counts))
@@ -340,6 +408,7 @@ class ForgetActivities(PlatformActivities):
                 "items": sorted(row.memory_ids),
                 "counts": dict(inp.counts),
                 "derived_rows_removed": sorted(inp.derived_ids),
+                "stores": {name: dict(counts) for name, counts in sorted(inp.stores.items())},
                 "received_at": row.received_at.isoformat(),
                 "completed_at": datetime.fromisoformat(inp.completed_at).isoformat(),
                 "verifications": verifications_json(inp.verifications),
@@ -360,3 +429,20 @@ class ForgetActivities(PlatformActivities):
 
     def activities(self) -> list[Callable[..., Any]]:
         return [self.forget_begin, self.forget_apply, self.forget_verify, self.forget_receipt, self.forget_finish]
+
+
+def _beat_for(stage: str) -> Callable[[dict[str, Any]], None]:
+    def report(details: dict[str, Any]) -> None:
+        beat(stage=stage, **details)
+
+    return report
+
+
+def _flat(stores: dict[str, dict[str, int]]) -> dict[str, int]:
+    """The per-store counts as one mapping (the workflow's progress and result): summed by name."""
+    flat: dict[str, int] = {}
+    for counts in stores.values():
+        for name, value in counts.items():
+            if name != "located":
+                flat[name] = flat.get(name, 0) + value
+    return flat

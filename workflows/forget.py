@@ -141,6 +141,7 @@ class ForgetWorkflow:
                 applied.counts,
                 applied.derived_ids,
                 verifications,
+                applied.stores,
             ),
             start_to_close_timeout=quick,
             retry_policy=RETRY,

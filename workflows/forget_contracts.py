@@ -49,6 +49,8 @@ class ForgetStep:
 class ForgetApplied:
     counts: dict[str, int] = field(default_factory=dict)
     derived_ids: list[str] = field(default_factory=list)
+    #: every registered store of the worker, by name: what this forget did there (counts only)
+    stores: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,7 @@ class ForgetVerifyInput:
 
 @dataclass(frozen=True)
 class ForgetCheck:
-    check: str  # recall | store | state
+    check: str  # recall | store | state | session | logs | artifacts | reingest | a store with forget_items
     passed: bool
     counts: dict[str, int] = field(default_factory=dict)
     detail: str = ""
@@ -86,6 +88,7 @@ class ForgetReceiptInput:
     counts: dict[str, int] = field(default_factory=dict)
     derived_ids: list[str] = field(default_factory=list)
     verifications: list[ForgetVerification] = field(default_factory=list)
+    stores: dict[str, dict[str, int]] = field(default_factory=dict)  # per store, what the forget did there
 
 
 @dataclass(frozen=True)

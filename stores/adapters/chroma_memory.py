@@ -9,6 +9,12 @@ from the subject key, not taken from the eraser), and a completed request's re-c
 dated before the erasure in a database written again since, read from the SQLite file opened read-only.
 A sweep dated ``before`` removes the database when all of it predates the erasure, else rebuilds it from
 the items written afterwards (a per-item ``delete`` would leave the vectors in the index files).
+
+``forget_items`` (item forgetting and session erasure) works the same way: the items a forget covers (by id,
+by the tombstone's spans or whole texts, or derived from one of those within the subject's database), and
+for a session erasure the items of that session alone, go; an item whose ``sessions`` also names a kept
+session stays and loses the erased one. Anything changed, the database is rebuilt from what stays (a
+per-item ``delete`` is soft), under the same rotation key.
 """
 
 from __future__ import annotations
@@ -22,8 +28,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
+from stores.adapters.interface import Beat, Bound, Disposition, ForgetScope, Remaining, Subject, Swept
 from stores.chroma_memory import ROTATION_KEY
+from stores.errors import DataKeyShredded
 from stores.identity import subject_key
 
 if TYPE_CHECKING:
@@ -140,6 +147,85 @@ class ChromaMemoryAdapter:
                     metadatas=kept["metadatas"],
                 )
         return Swept({"chroma_memories": len(old)})
+
+    def _text(self, item: str, document: str) -> str:
+        try:
+            return self.store.open_document(item, document)
+        except DataKeyShredded:  # unreadable for good: matched by id only
+            return ""
+
+    def forget_items(self, scope: ForgetScope, beat: Beat) -> dict[str, int]:
+        """Forget what ``scope`` covers in the subject's database (see the module); idempotent: a retry finds
+        nothing covered left. Counts: items removed, items kept that lost the erased session."""
+        sk = scope.subject_key
+        with self.store.opened(sk, create=False) as col:
+            if col is None:
+                return {"chroma_memories": 0, "chroma_detached": 0}
+            rotation_key = (col.metadata or {}).get(ROTATION_KEY)
+            got = col.get(include=["embeddings", "documents", "metadatas"])
+        items = list(zip(got["ids"], got["embeddings"], got["documents"], got["metadatas"], strict=True))
+        going: set[str] = set()
+        detached: dict[str, dict[str, Any]] = {}
+        summaries: set[str] = set()  # a summary's sessions are its sources': kept only if none of them goes
+        for item, _vector, document, meta in items:
+            sessions = [r for r in str(meta.get("sessions") or "").split(",") if r]
+            if scope.session_ref is not None and scope.session_ref in sessions:
+                rest = [r for r in sessions if r != scope.session_ref]
+                if rest:
+                    detached[item] = {**meta, "sessions": ",".join(rest)}
+                    if meta.get("kind") == "summary":
+                        summaries.add(item)
+                else:
+                    going.add(item)
+                continue
+            if item in scope.memory_ids or scope.covers(item, self._text(item, document)):
+                going.add(item)
+        parents = {item: {d for d in str(meta.get("derived_from") or "").split(",") if d} for item, *_r, meta in items}
+        grown = True
+        while grown:  # derived within the database from an item that goes (a kept session's own item stays)
+            gone = going | set(scope.memory_ids)
+            more = {
+                i for i, ds in parents.items() if i not in going and (i not in detached or i in summaries) and ds & gone
+            }
+            grown = bool(more)
+            going |= more
+            for i in more:
+                detached.pop(i, None)
+        if not going and not detached:
+            return {"chroma_memories": 0, "chroma_detached": 0}
+        beat({"chroma_forgetting": len(going)})
+        kept = [(i, v, d, detached.get(i, m)) for i, v, d, m in items if i not in going]
+        self._drop(Subject(scope.request_id, sk, scope.app_name), None)
+        if kept:  # rebuilt from what stays: a per-item delete leaves vectors and documents in the files
+            with self.store.opened(sk, create=True, rotation_key=rotation_key) as again:
+                assert again is not None
+                again.add(
+                    ids=[k[0] for k in kept],
+                    embeddings=[k[1] for k in kept],
+                    documents=[k[2] for k in kept],
+                    metadatas=[k[3] for k in kept],
+                )
+        return {"chroma_memories": len(going), "chroma_detached": len(detached)}
+
+    def items_left(self, scope: ForgetScope) -> int:
+        """The subject's items the forget still covers: naming the erased session, by id, by the tombstone's
+        spans or texts, or derived from a forgotten id (read from the database as it is)."""
+        with self.store.opened(scope.subject_key, create=False) as col:
+            if col is None:
+                return 0
+            got = col.get(include=["documents", "metadatas"])
+        left = 0
+        for item, document, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
+            named = scope.session_ref is not None and scope.session_ref in str(meta.get("sessions") or "").split(",")
+            parents = set(str(meta.get("derived_from") or "").split(","))
+            if (
+                named
+                or item in scope.memory_ids
+                or parents & scope.memory_ids
+                or scope.covers(item, self._text(item, document))
+            ):
+                left += 1
+        return left
 
     def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
         sk = subject_key(self.platform.config.subject_secret, app_name, user_id)

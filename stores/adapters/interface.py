@@ -17,6 +17,14 @@ after every adapter that does not itself say ``"*"``, as the key shredder does),
 ``fingerprint``  test support: a digest per kind of object of one user, to show other users stay
                  byte-identical.
 
+One optional capability, ``ItemForgetting``: ``forget_items(scope, beat)`` forgets, in the adapter's store,
+what one item forget or one session erasure covers (``ForgetScope``: the forgotten ids, the erased session's
+reference, the tombstone's matcher) and returns counts; ``items_left(scope)`` counts what is still there
+(the forget verification's check). The forget activity calls them on every registered adapter that has
+them, and lists each store's counts in the forget's receipt; a registered store that holds the subject's
+data (``locate``) and has neither the capability nor a path of the activity's own fails the forget
+closed: never a receipt that says ``completed`` next to a store nobody asked.
+
 A factory (the entry point's value, called with the ``Platform``) raises ``AdapterNotConfigured`` when the
 platform has no such store: it is then left out of every plan. Everything an adapter returns is PII-free:
 counts, and digests that cannot be reversed. The raw user id
@@ -106,6 +114,28 @@ class Swept:
 Beat = Callable[[dict[str, Any]], None]
 
 
+def _covers_nothing(_item_id: str | None, _text: str) -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class ForgetScope:
+    """What one item forget or one session erasure covers, for a store's ``forget_items``.
+
+    ``memory_ids``: the subject's items forgotten and the rows derived from them (random UUIDs);
+    ``session_ref``: an erased session (``session_ref(subject key, session id)``), else ``None``;
+    ``covers``: the forget's tombstone as a predicate on (item id or ``None``, text): by id, by a forgotten
+    span, by an erased session's whole text. In memory only: nothing of it reaches Temporal."""
+
+    request_id: str
+    subject_key: str
+    app_name: str
+    strength: str  # forget | erase_session
+    memory_ids: frozenset[str] = frozenset()
+    session_ref: str | None = None
+    covers: Callable[[str | None, str], bool] = _covers_nothing
+
+
 @runtime_checkable
 class EraseAdapter(Protocol):
     name: str
@@ -121,6 +151,17 @@ class EraseAdapter(Protocol):
     def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept: ...
 
     def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class ItemForgetting(Protocol):
+    """The optional capability of an adapter whose store holds copies of memory items (see the module):
+    ``forget_items`` forgets them; ``items_left`` is the forget verification's read of what the scope still
+    covers there, written apart from ``forget_items`` (its own reads), so one bug cannot hide itself."""
+
+    def forget_items(self, scope: ForgetScope, beat: Beat) -> dict[str, int]: ...
+
+    def items_left(self, scope: ForgetScope) -> int: ...
 
 
 AdapterFactory = Callable[["Platform"], EraseAdapter]

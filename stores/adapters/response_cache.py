@@ -6,17 +6,23 @@ crash in between leaves digests whose entries are gone, which the retry unlinks 
 cursor (the index is the cursor; the heartbeat carries the count so far). Nothing walks the keyspace (no
 ``KEYS``, no ``SCAN``). Remaining reads on its own: the index's size and, for every digest the erase
 recorded, whether its entry exists again. Sweeps remove the entries the index dates before the erasure.
+
+``forget_items`` (item forgetting and session erasure): the subject's entries, through the index, whose
+prompt or response (or both together) the forget's tombstone covers (a forgotten span, an erased session's
+whole text) are unlinked with their index members; cost follows the subject's entries.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
+from stores.adapters.interface import Beat, Bound, Disposition, ForgetScope, Remaining, Subject, Swept
+from stores.errors import DataKeyShredded
 from stores.identity import key_part, subject_key
 from stores.response_cache import entry_key, index_key
 
@@ -112,6 +118,51 @@ class ResponseCacheAdapter:
 
     def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:
         return Swept({"cached_responses": self._erase_from_index(subject, before, None)})
+
+    def forget_items(self, scope: ForgetScope, beat: Beat) -> dict[str, int]:
+        client, app, sk = self.cache.client, scope.app_name, scope.subject_key
+        index = index_key(app, sk)
+        digests = [d.decode() if isinstance(d, bytes) else str(d) for d in client.zrange(index, 0, -1)]
+        removed = 0
+        for start in range(0, len(digests), BATCH):
+            batch = digests[start : start + BATCH]
+            keys = [entry_key(app, sk, d) for d in batch]
+            covered = []
+            for key, digest, sealed in zip(keys, batch, client.mget(keys), strict=True):
+                if sealed is None:
+                    continue
+                try:
+                    data = json.loads(self.platform.keys.decrypt(bytes(sealed), key.encode()))
+                except DataKeyShredded:  # unreadable for good: nothing of it can be quoted again
+                    continue
+                prompt, response = str(data["prompt"]), str(data["response"])
+                if any(scope.covers(None, t) for t in (prompt, response, f"{prompt} {response}")):
+                    covered.append((key, digest))
+            if covered:
+                pipe = client.pipeline(transaction=True)
+                pipe.unlink(*(k for k, _d in covered))
+                pipe.zrem(index, *(d for _k, d in covered))
+                pipe.execute()
+                removed += len(covered)
+                beat({"cache_forgetting": removed})
+        return {"cached_responses": removed}
+
+    def items_left(self, scope: ForgetScope) -> int:
+        """The subject's entries the forget's tombstone still covers (each read through the index)."""
+        client, app, sk = self.cache.client, scope.app_name, scope.subject_key
+        left = 0
+        for member in client.zrange(index_key(app, sk), 0, -1):
+            key = entry_key(app, sk, member.decode() if isinstance(member, bytes) else str(member))
+            sealed = client.get(key)
+            if sealed is None:
+                continue
+            try:
+                data = json.loads(self.platform.keys.decrypt(bytes(sealed), key.encode()))
+            except DataKeyShredded:
+                continue
+            texts = (str(data["prompt"]), str(data["response"]))
+            left += any(scope.covers(None, t) for t in (*texts, " ".join(texts)))
+        return left
 
     def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
         client = self.cache.client

@@ -194,3 +194,229 @@ async def test_an_erased_session_comes_back_by_no_other_door(platform: Platform)
         ],
     )
     assert platform.memory_service.reinforced >= 1 or len(platform.memory_store.rows_of(APP, user)) > before
+
+
+# ----- item 6: every store with the items is reached, and the receipt says what each path did ---------------
+
+
+def _chroma_items(platform: Platform, sk: str) -> dict[str, tuple[str, dict[str, Any]]]:
+    """The subject's Chroma items: id -> (text, metadata)."""
+    store = platform.chroma_memory
+    with store.opened(sk, create=False) as col:
+        if col is None:
+            return {}
+        got = col.get(include=["documents", "metadatas"])
+    return {
+        i: (store.open_document(i, d), dict(m))
+        for i, d, m in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
+    }
+
+
+def _raw_files_hold(platform: Platform, sk: str, documents: set[bytes]) -> set[bytes]:
+    """Which of these sealed documents are still anywhere in the subject's Chroma files (live or freed)."""
+    found: set[bytes] = set()
+    for path in platform.chroma_memory.directory(sk).rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            found |= {d for d in documents if d in data}
+    return found
+
+
+def _sealed_documents(platform: Platform, sk: str, ids: set[str]) -> set[bytes]:
+    with platform.chroma_memory.opened(sk, create=False) as col:
+        assert col is not None
+        got = col.get(ids=sorted(ids), include=["documents"])
+    return {d.encode() for d in got["documents"]}
+
+
+async def test_an_item_forget_reaches_chroma_and_the_cache_and_the_receipt_lists_each_store(saga: Any) -> None:
+    from stores.memory import NewMemory
+    from verifier.receipt import signing_key, verify
+    from verifier.receipt_activity import load_receipt
+    from workers.forget_service import file_forget, forget_result
+    from workers.local_secrets import load_secrets
+
+    platform = saga.platform
+    run = uuid.uuid4().hex[:8]
+    user, other = f"chroma-forget-{run}@example.org", f"chroma-other-{run}@example.org"
+    sk = subject_key(platform.config.subject_secret, APP, user)
+    sessions = await make_sessions(platform, APP, user, [["I live in Pune near the river.", "I like filter coffee."]])
+    await ingest(platform, sessions)
+    pune = next(
+        r for r in platform.memory_store.search(APP, user, "Pune river", 10, everything=True) if "Pune" in r.text
+    )
+    # the agent keeps its memories in Chroma as well: the same item (same id), a copy written by another
+    # writer (its own id), a summary drawn from the item, and something unrelated
+    copy, summary, coffee = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    platform.chroma_memory.add(
+        [
+            NewMemory(APP, user, pune.text, kind="episode", id=uuid.UUID(pune.id)),
+            NewMemory(APP, user, "Note: I live in Pune near the river, flat 4.", kind="fact", id=copy),
+            NewMemory(
+                APP, user, "Summary: lives by a river", kind="summary", id=summary, derived_from=[uuid.UUID(pune.id)]
+            ),
+            NewMemory(APP, user, "I like filter coffee.", kind="episode", id=coffee),
+        ]
+    )
+    platform.chroma_memory.add([NewMemory(APP, other, "I live in Pune near the river.", kind="episode")])
+    platform.response_cache.put(APP, user, "where do I live?", "You said: I live in Pune near the river.")
+    platform.response_cache.put(APP, user, "coffee?", "Filter coffee.")
+    before_other = snapshot(platform, APP, [other])
+    forgotten_docs = _sealed_documents(platform, sk, {pune.id, str(copy), str(summary)})
+    assert _raw_files_hold(platform, sk, forgotten_docs) == forgotten_docs  # the scan can fail
+
+    filed = await file_forget(
+        saga.client,
+        platform,
+        saga.settings,
+        app_name=APP,
+        user_id=user,
+        strength="forget",
+        memory_ids=[pune.id],
+        spans=["I live in Pune near the river"],
+    )
+    result = await asyncio.wait_for(forget_result(saga.client, filed.request_id), 120)
+    assert result.status == "completed", result
+
+    left = _chroma_items(platform, sk)
+    assert set(left) == {str(coffee)}, "Chroma still holds the forgotten item, its copy or its summary"
+    assert not _raw_files_hold(platform, sk, forgotten_docs)  # rebuilt: nothing left in the files either
+    assert platform.chroma_memory.search(APP, user, "coffee")[0].text == "I like filter coffee."
+    assert platform.response_cache.get(APP, user, "where do I live?") is None
+    assert platform.response_cache.get(APP, user, "coffee?") is not None
+    assert_untouched(before_other, snapshot(platform, APP, [other]))
+
+    document = load_receipt(platform, filed.request_id)
+    assert document is not None
+    body = verify(document, signing_key(load_secrets(saga.settings).signing_key).public_key())
+    stores = body["stores"]
+    assert set(stores) == set(platform.adapters.names)  # every registered store, by name
+    assert stores["chroma_memory"] == {"chroma_memories": 3, "chroma_detached": 0}
+    assert stores["response_cache"] == {"cached_responses": 1}
+    assert stores["memory"]["items"] == 1
+    assert "pune" not in str(body).lower()
+
+
+async def test_a_session_erase_reaches_chroma_and_the_cache(platform: Platform) -> None:
+    from stores.memory import NewMemory
+
+    run = uuid.uuid4().hex[:8]
+    user = f"chroma-session-{run}@example.org"
+    sk = subject_key(platform.config.subject_secret, APP, user)
+    erased, kept = await make_sessions(
+        platform, APP, user, [["My locker code is behind the blue door."], ["I like filter coffee."]]
+    )
+    await ingest(platform, [erased, kept])
+    alone, shared, derived, other = uuid.uuid4(), uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    platform.chroma_memory.add(
+        [
+            NewMemory(APP, user, "My locker code is behind the blue door.", session_id=erased.id, id=alone),
+            NewMemory(
+                APP,
+                user,
+                "I like filter coffee.",
+                session_id=kept.id,
+                id=shared,
+                source_sessions=[session_ref(sk, erased.id)],
+            ),
+            NewMemory(APP, user, "Summary: a locker", kind="summary", id=derived, derived_from=[alone]),
+            NewMemory(APP, user, "I like filter coffee.", session_id=kept.id, id=other),
+        ]
+    )
+    platform.response_cache.put(APP, user, "My locker code is behind the blue door.", "Noted.")
+    platform.response_cache.put(APP, user, "coffee?", "Filter coffee.")
+
+    _row, applied, verified = await _erase_session(platform, sk, user, erased.id)
+    assert verified.passed, verified
+    left = _chroma_items(platform, sk)
+    assert set(left) == {str(shared), str(other)}, "Chroma still holds what came from the erased session alone"
+    assert left[str(shared)][1]["sessions"] == session_ref(sk, kept.id)  # kept, without the erased session
+    assert applied.stores["chroma_memory"] == {"chroma_memories": 2, "chroma_detached": 1}
+    assert applied.stores["response_cache"] == {"cached_responses": 1}
+    assert platform.response_cache.get(APP, user, "My locker code is behind the blue door.") is None
+    assert platform.response_cache.get(APP, user, "coffee?") is not None
+
+
+class _VectorCache:
+    """A plug-in store holding the subject's data, with no ``forget_items``: it cannot forget one item."""
+
+    name = "vector_cache"
+    after: tuple[str, ...] = ()
+    batched = False
+
+    def locate(self, subject: Any) -> dict[str, int]:
+        return {"vectors": 2}
+
+    def erase(self, subject: Any, cursor: Any, beat: Any) -> dict[str, int]:
+        return {"vectors": 2}
+
+    def remaining(self, subject: Any, record: Any, bound: Any, beat: Any) -> Any:
+        raise AssertionError("not used")
+
+    def sweep_before(self, subject: Any, before: Any, keys_shredded_at: Any) -> Any:
+        raise AssertionError("not used")
+
+    def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
+        return {}
+
+
+async def test_a_store_that_holds_the_items_but_cannot_forget_them_fails_the_forget_closed(platform: Platform) -> None:
+    from temporalio.exceptions import ApplicationError
+
+    from stores.adapters.registry import AdapterRegistry
+    from workflows import error_types
+
+    run = uuid.uuid4().hex[:8]
+    user = f"plugin-{run}@example.org"
+    sk = subject_key(platform.config.subject_secret, APP, user)
+    await ingest(platform, await make_sessions(platform, APP, user, [["I live in Pune near the river."]]))
+    rows = platform.memory_store.rows_of(APP, user)
+    registry = platform.adapters
+    with_plugin = object.__new__(AdapterRegistry)
+    with_plugin.not_configured = list(registry.not_configured)
+    with_plugin._set([*registry.in_order(), _VectorCache()])  # type: ignore[list-item]
+    acts, env = _activities(platform)
+    row = platform.forget_requests.create(sk, APP, "forget", [str(rows[0][0])], ForgetPayload(user))
+    platform.__dict__["adapters"] = with_plugin  # the worker's registry, with the plug-in
+    try:
+        with pytest.raises(ApplicationError) as failed:
+            await asyncio.to_thread(env.run, acts.forget_apply, ForgetStep(row.request_id, sk, APP, "forget"))
+    finally:
+        platform.__dict__["adapters"] = registry
+    assert failed.value.type == error_types.PLAN_INCOMPLETE
+    assert failed.value.non_retryable
+    assert "vector_cache" in str(failed.value)
+    assert platform.memory_store.rows_of(APP, user) == rows  # refused before anything changed
+    assert platform.forgetting.get(row.tombstone_id) is None
+
+
+async def test_the_forgets_checks_of_chroma_and_the_cache_can_fail(platform: Platform) -> None:
+    """A check that cannot fail is a defect: what the forget covers, written back into Chroma and the cache
+    past every fence after the forget, fails the verification's checks of those stores."""
+    from stores.memory import NewMemory
+
+    run = uuid.uuid4().hex[:8]
+    user = f"plant-{run}@example.org"
+    sk = subject_key(platform.config.subject_secret, APP, user)
+    await ingest(platform, await make_sessions(platform, APP, user, [["I live in Pune near the river."]]))
+    item = platform.memory_store.search(APP, user, "Pune river", 1, everything=True)[0]
+    acts, env = _activities(platform)
+    row = platform.forget_requests.create(
+        sk, APP, "forget", [item.id], ForgetPayload(user, spans=["I live in Pune near the river"])
+    )
+    await asyncio.to_thread(env.run, acts.forget_apply, ForgetStep(row.request_id, sk, APP, "forget"))
+    verify = ForgetVerifyInput(row.request_id, sk, APP, "forget")
+    clean = await asyncio.to_thread(env.run, acts.forget_verify, verify)
+    checks = {c.check: c for c in clean.checks}
+    assert {"chroma_memory", "response_cache"} <= set(checks), "no check reads Chroma or the cache"
+    assert checks["chroma_memory"].passed
+    assert checks["response_cache"].passed
+
+    # written back past every fence (a replayed queue, a late writer): each check sees it
+    platform.chroma_memory.add_unfenced(sk, [NewMemory(APP, user, item.text, id=uuid.UUID(item.id))])
+    platform.response_cache.put_unfenced(APP, sk, "where?", "You said: I live in Pune near the river.")
+    planted = await asyncio.to_thread(env.run, acts.forget_verify, verify)
+    checks = {c.check: c for c in planted.checks}
+    assert not planted.passed
+    assert checks["chroma_memory"].counts == {"items_left": 1}
+    assert checks["response_cache"].counts == {"items_left": 1}
