@@ -39,6 +39,14 @@ from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
 warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The root-owned Postgres directories of the state directories this session made go with them (a test's
+    temporary state directory is deleted later by pytest; its Postgres directory outside tmp would stay)."""
+    from tests.stack_fixture import remove_postgres_dirs
+
+    remove_postgres_dirs()
+
+
 @pytest.fixture(scope="session")
 def stack_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     return make_test_settings(tmp_path_factory.mktemp("stack"))

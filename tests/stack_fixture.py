@@ -36,7 +36,34 @@ def free_port_block(size: int, exclude: set[int] | None = None) -> int:
     raise RuntimeError("no free port block found")
 
 
+#: the state directories made here: their root-owned Postgres directories are removed when the test
+#: session ends (``remove_postgres_dirs``, from tests/conftest.py), whichever test started the stack
+STATE_DIRS: list[Path] = []
+
+
+def remove_postgres_dirs() -> list[Path]:
+    """As root: remove the Postgres directory (``/var/lib/erasure-orchestrator/pg-*``) of every state directory
+    this process made settings for, unless its Postgres still runs. The paths removed."""
+    import os
+
+    from workers.errors import StackError
+    from workers.stack.parts import remove_root_postgres
+
+    removed: list[Path] = []
+    if os.geteuid() != 0:
+        return removed
+    for state_dir in dict.fromkeys(STATE_DIRS):
+        try:
+            base = remove_root_postgres(Settings.from_env({"ERASURE_STATE_DIR": str(state_dir)}))
+        except (StackError, OSError):
+            continue  # still running (a leaked process) or unreadable: left for `erasure stack up` to prune
+        if base is not None:
+            removed.append(base)
+    return removed
+
+
 def make_test_settings(state_dir: Path, **overrides: str) -> Settings:
+    STATE_DIRS.append(state_dir)
     used: set[int] = set()
     ports: dict[str, int] = {}
     blocks = (("pg", 1), ("s3", 8), ("kms", 1), ("temporal", 1), ("ui", 1), ("cache", 1), ("idp", 1), ("serve", 1))

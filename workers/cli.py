@@ -47,10 +47,10 @@ def _stack_up(_args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _stack_down(_args: argparse.Namespace, settings: Settings) -> int:
+def _stack_down(args: argparse.Namespace, settings: Settings) -> int:
     from workers.stack import launcher
 
-    launcher.down(settings)
+    launcher.down(settings, purge=args.purge)
     return 0
 
 
@@ -74,7 +74,14 @@ def build_parser() -> argparse.ArgumentParser:
     stack_sub.add_parser("up", help="start every part, apply migrations, create buckets and key").set_defaults(
         handler=_stack_up
     )
-    stack_sub.add_parser("down", help="stop exactly the processes 'up' started").set_defaults(handler=_stack_down)
+    down = stack_sub.add_parser("down", help="stop exactly the processes 'up' started")
+    down.add_argument(
+        "--purge",
+        action="store_true",
+        help="then delete the stack's data: its state directory (secrets included) and, as root, its Postgres "
+        "directory under /var/lib/erasure-orchestrator",
+    )
+    down.set_defaults(handler=_stack_down)
     stack_sub.add_parser("status", help="running/healthy/stopped per part").set_defaults(handler=_stack_status)
 
     from workers import commands, forget_commands, memory_commands

@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from tests.stack_fixture import make_test_settings
+from workers.stack.parts import root_postgres_path
 
 pytestmark = pytest.mark.integration
 
@@ -74,6 +75,14 @@ def test_stack_up_status_down(tmp_path: Path) -> None:
     after = run(env, "stack", "status")
     assert after.returncode == 3
     assert all(" stopped " in line for line in after.stdout.splitlines() if line.startswith("  "))
+
+    # --purge deletes what the stack stored: its state directory and, as root, its Postgres directory
+    pg_dir = root_postgres_path(settings)
+    assert pg_dir.is_dir() == (os.geteuid() == 0)
+    purged = run(env, "stack", "down", "--purge")
+    assert purged.returncode == 0, purged.stderr
+    assert not settings.state_path.exists()
+    assert not pg_dir.exists()
 
 
 def test_port_taken_is_one_clear_message(tmp_path: Path) -> None:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from botocore.exceptions import ClientError
 
@@ -15,7 +18,15 @@ from workers.local_kms import read_key_id
 from workers.local_secrets import create_local_secrets
 from workers.settings import Settings
 from workers.stack.app_parts import app_parts
-from workers.stack.parts import KmsPart, Part, PartStatus, all_parts, aws_endpoints
+from workers.stack.parts import (
+    KmsPart,
+    Part,
+    PartStatus,
+    all_parts,
+    aws_endpoints,
+    prune_orphan_postgres,
+    remove_root_postgres,
+)
 
 Echo = Callable[[str], None]
 
@@ -105,6 +116,9 @@ def up(settings: Settings, echo: Echo = print, parts: Iterable[Part] | None = No
     """Start ``parts``; by default the whole stack: the stores, their set-up, then the stack's own processes
     (identity provider, worker, console), which need the migrated database and the search attributes."""
     create_local_secrets(settings)  # the one place secrets are generated (once; later runs read them)
+    if os.geteuid() == 0:  # Postgres directories of state directories that are gone (a killed test run)
+        for orphan in prune_orphan_postgres():
+            echo(f"  removed {orphan} (its state directory is gone)")
     _start(list(parts) if parts is not None else all_parts(settings), echo)
     if parts is None:
         setup(settings, echo)
@@ -113,13 +127,51 @@ def up(settings: Settings, echo: Echo = print, parts: Iterable[Part] | None = No
         echo(f"Temporal UI: {settings.ui_url}")
 
 
-def down(settings: Settings, echo: Echo = print, parts: Iterable[Part] | None = None) -> None:
+def down(settings: Settings, echo: Echo = print, parts: Iterable[Part] | None = None, purge: bool = False) -> None:
+    """Stop ``parts`` (by default the whole stack); ``purge``: then delete what the stack stored (``purge``)."""
     chosen = list(parts) if parts is not None else [*all_parts(settings), *app_parts(settings)]
     for part in reversed(chosen):
         if part.embedded:
             echo(f"  {part.name:<9} {'stopped' if part.down() else 'was not running'}")
         else:
             echo(f"  {part.name:<9} external, left alone")
+    if purge:
+        still = [part.name for part in chosen if part.embedded and part.process().is_running()]
+        if still:
+            raise StackError(f"not purged: {', '.join(still)} still running")
+        for removed in purge_state(settings):
+            echo(f"  removed {removed}")
+
+
+#: what a directory holds once the stack has used it as its state directory
+_STATE_MARKS = ("run", "secrets.json")
+
+
+def _refuse_to_remove(state: Path) -> str | None:
+    cwd = Path.cwd().resolve()
+    if state == Path(state.anchor) or state == Path.home().resolve() or state == cwd or state in cwd.parents:
+        return f"{state} is the root, the home or the working directory or one of its parents"
+    if not any((state / mark).exists() for mark in _STATE_MARKS):
+        return f"{state} holds no {' or '.join(_STATE_MARKS)}: not a state directory of the stack"
+    return None
+
+
+def purge_state(settings: Settings) -> list[Path]:
+    """Delete the stack's data: its root-owned Postgres directory (as root) and its state directory (data,
+    logs, pid files and the local secrets). Call it with the stack stopped. The paths removed."""
+    removed = []
+    if os.geteuid() == 0:
+        base = remove_root_postgres(settings)
+        if base is not None:
+            removed.append(base)
+    state = settings.state_path.resolve()
+    if state.is_dir():
+        why = _refuse_to_remove(state)
+        if why:
+            raise StackError(f"not purged: {why}")
+        shutil.rmtree(state)
+        removed.append(state)
+    return removed
 
 
 @dataclass(frozen=True)

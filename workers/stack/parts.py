@@ -167,17 +167,82 @@ def _only_root_can_write(path: Path) -> None:
             raise StackError(f"postgres: {part} must be a directory only root can write (owner root, no g+w/o+w)")
 
 
-def root_postgres_base(settings: Settings) -> Path:
-    """Per state directory: ``/var/lib/erasure-orchestrator/pg-<hash of the state path>`` (root only)."""
+#: in each per-state-directory base: the state directory it belongs to, so an orphan can be told apart
+OWNER_FILE = "STATE_DIR"
+
+
+def root_postgres_path(settings: Settings) -> Path:
+    """Per state directory: ``/var/lib/erasure-orchestrator/pg-<hash of the state path>``; creates nothing."""
     import hashlib
 
     digest = hashlib.sha256(str(settings.state_path.resolve()).encode()).hexdigest()[:16]
+    return ROOT_PG_BASE / f"pg-{digest}"
+
+
+def root_postgres_base(settings: Settings) -> Path:
+    """``root_postgres_path``, created (root only) and marked with the state directory it belongs to."""
     ROOT_PG_BASE.mkdir(mode=0o755, parents=True, exist_ok=True)
     _only_root_can_write(ROOT_PG_BASE)
-    base = ROOT_PG_BASE / f"pg-{digest}"
+    base = root_postgres_path(settings)
     base.mkdir(mode=0o755, exist_ok=True)
     _only_root_can_write(base)
+    owner, state = base / OWNER_FILE, str(settings.state_path.resolve())
+    if not owner.is_file() or owner.read_text() != state:
+        owner.write_text(state)
     return base
+
+
+def _postmaster_alive(base: Path) -> bool:
+    """Whether the Postgres whose data lives under ``base`` still runs (its ``postmaster.pid``)."""
+    try:
+        pid = int((base / "data" / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_root_postgres(settings: Settings) -> Path | None:
+    """Remove the state directory's root-owned Postgres directory (data and socket), unless its Postgres still
+    runs (``StackError``); the path removed, or ``None`` when there was none."""
+    base = root_postgres_path(settings)
+    if base.is_symlink() or not base.is_dir():
+        return None
+    if _postmaster_alive(base):
+        raise StackError(f"postgres: still running with its data in {base}; run 'erasure stack down' first")
+    shutil.rmtree(base)
+    return base
+
+
+def prune_orphan_postgres(min_age_seconds: float = 600.0) -> list[Path]:
+    """Remove the root-owned Postgres directories whose state directory is gone (a test's temporary one, a
+    deleted checkout): marked with their owner, that owner no longer exists, no Postgres runs on them, and
+    they were marked at least ``min_age_seconds`` ago (a stack being set up right now is left alone).
+    Directories without a mark (made before marks existed) are never guessed at."""
+    import time
+
+    removed: list[Path] = []
+    if not ROOT_PG_BASE.is_dir():
+        return removed
+    for base in sorted(ROOT_PG_BASE.glob("pg-*")):
+        owner = base / OWNER_FILE
+        try:
+            if base.is_symlink() or not owner.is_file():
+                continue
+            if Path(owner.read_text().strip()).exists() or _postmaster_alive(base):
+                continue
+            if time.time() - owner.stat().st_mtime < min_age_seconds:
+                continue
+            shutil.rmtree(base)
+        except OSError:
+            continue  # removed by another process meanwhile, or unreadable: left alone
+        removed.append(base)
+    return removed
 
 
 def private_copy_of_install(source: Path) -> Path:
@@ -228,12 +293,12 @@ class PostgresPart(Part):
 
     @property
     def data_dir(self) -> Path:
-        base = root_postgres_base(self.settings) if os.geteuid() == 0 else None
+        base = root_postgres_path(self.settings) if os.geteuid() == 0 else None
         return base / "data" if base else self.settings.state_path / "postgres"
 
     @property
     def socket_dir(self) -> Path:
-        base = root_postgres_base(self.settings) if os.geteuid() == 0 else None
+        base = root_postgres_path(self.settings) if os.geteuid() == 0 else None
         return base / "socket" if base else self.run_dir
 
     def _install_dir(self) -> Path:
@@ -282,6 +347,8 @@ class PostgresPart(Part):
         user = self._user()
         if user:
             import pwd
+
+            root_postgres_base(self.settings)  # created here only, checked root-owned before anything runs
 
             from pgserver.utils import ensure_user_exists
 
