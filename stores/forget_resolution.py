@@ -19,6 +19,7 @@ from psycopg_pool import ConnectionPool
 
 from stores.adk_seal import RowSealer
 from stores.embedding import tokens
+from stores.errors import CiphertextInvalid, DataKeyShredded
 from stores.forgetting import MAX_SPAN_WORDS, TombstoneMatcher
 from stores.identity import subject_key, token_digest
 from stores.keys import DataKeyStore
@@ -134,11 +135,13 @@ class Candidate:
     text: str  # the item, shown to the person it belongs to
     matched: list[str]  # the description's words it holds
     hidden: bool = False  # already suppressed
+    echoes: str | None = None  # the candidate this item quotes (the agent's own reply repeating the fact)
 
     def describe(self) -> str:
         quoted = self.text if len(self.text) <= 80 else self.text[:77] + "..."
         what = {"episode": "something said", "fact": "a fact", "summary": "a summary"}.get(self.kind, self.kind)
-        return f'{what} from {self.written}: "{quoted}"'
+        also = " (repeats another item found)" if self.echoes else ""
+        return f'{what} from {self.written}: "{quoted}"{also}'
 
 
 @dataclass(frozen=True)
@@ -238,4 +241,71 @@ def resolve(
     # preview (to staff, or to the user through the agent) must say nothing about people it did not name
     if not candidates and not states:
         warnings.append("nothing stored matches the description")
+    candidates += echoes_of(pool, store, sk, candidates, limit)
     return Preview(words, candidates, states, int(derived[0]) if derived else 0, holders, warnings)
+
+
+#: an echo shares this many consecutive words with a candidate, or fewer when one of them holds a digit
+ECHO_WORDS = 5
+ECHO_ROWS = 500  # the user's rows read for echoes (newest first): bounded by the user's data
+MIN_DIGITS = 4  # a run of numbers shows the same fact when it holds this many digits ("2 kids" does not)
+
+
+def _quoted_runs(text: str) -> list[tuple[str, ...]]:
+    """The runs of a candidate's words whose presence elsewhere shows the same fact: each maximal run of words
+    holding a digit (a number, a date, a code), and each ``ECHO_WORDS``-word run of content words."""
+    words = tokens(text)
+    runs: list[tuple[str, ...]] = []
+    i = 0
+    while i < len(words):  # a phone number is several digit words in a row: "555 0142"
+        if any(ch.isdigit() for ch in words[i]):
+            j = i
+            while j < len(words) and any(ch.isdigit() for ch in words[j]):
+                j += 1
+            runs.append(tuple(words[i:j]))
+            i = j
+        else:
+            i += 1
+    runs += [tuple(words[k : k + ECHO_WORDS]) for k in range(0, len(words) - ECHO_WORDS + 1)]
+    numbers = [r for r in runs if sum(ch.isdigit() for w in r for ch in w) >= MIN_DIGITS]
+    phrases = [r for r in runs if not any(ch.isdigit() for w in r for ch in w)]
+    return [r for r in [*numbers, *phrases] if not all(w in STOPWORDS for w in r)]
+
+
+def echoes_of(
+    pool: ConnectionPool, store: MemoryStore, subject: str, candidates: list[Candidate], limit: int
+) -> list[Candidate]:
+    """The user's other items that repeat a candidate's fact word for word (the agent's reply quoting the number
+    back, a summary restating it) though they hold none of the description's words: offered with it, so a
+    forget removes the fact, not one sentence of it."""
+    if not candidates:
+        return []
+    runs = {c.memory_id: _quoted_runs(c.text) for c in candidates}
+    taken = {c.memory_id for c in candidates}
+    with pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT id, kind, created_at, content_sealed FROM memories WHERE subject_key = %s "
+            "ORDER BY created_at DESC LIMIT %s",
+            (subject, ECHO_ROWS),
+        ).fetchall()
+    echoes: list[Candidate] = []
+    for row_id, kind, created, sealed in rows:
+        if str(row_id) in taken or len(echoes) >= limit:
+            continue
+        try:
+            text = store.decrypt_row(row_id, bytes(sealed))
+        except (DataKeyShredded, CiphertextInvalid):
+            continue
+        words = tokens(text)
+        for source, wanted in runs.items():
+            hit = next((r for r in wanted if _holds(words, r)), None)
+            if hit is not None:
+                echoes.append(Candidate(str(row_id), kind, created.date().isoformat(), text, list(hit), echoes=source))
+                taken.add(str(row_id))
+                break
+    return echoes
+
+
+def _holds(words: list[str], run: tuple[str, ...]) -> bool:
+    n = len(run)
+    return any(tuple(words[i : i + n]) == run for i in range(len(words) - n + 1))

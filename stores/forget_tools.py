@@ -19,8 +19,11 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import structlog
+
+from stores.embedding import tokens
 from stores.forget_resolution import resolve
-from stores.forgetting import redact, span_patterns
+from stores.forgetting import MAX_SPAN_WORDS, redact, span_patterns
 from stores.identity import subject_key
 
 if TYPE_CHECKING:
@@ -38,6 +41,11 @@ PATTERNS_KEY = "forget_patterns"
 PENDING_KEY = "forget_pending"
 #: session state: the patterns of what the user confirmed (redaction narrows to these once they choose)
 CONFIRMED_KEY = "forget_confirmed"
+
+#: spans a user may name in one forget (each is the exact words of a detail, e.g. a number)
+MAX_SPANS = 10
+
+log = structlog.get_logger("forget_tools")
 
 #: files a confirmed forget: (app, user, strength, memory ids, spans, state keys, about) -> request id
 Filer = Callable[[str, str, str, Sequence[str], Sequence[str], Sequence[str], str | None], Awaitable[str]]
@@ -88,34 +96,60 @@ class ForgetTools:
             "hidden": "these are hidden from recall now; ask the user which to forget for good",
         }
 
-    async def forget_memories(self, memory_ids: list[str], tool_context: ToolContext) -> dict[str, Any]:
+    async def forget_memories(
+        self, memory_ids: list[str], tool_context: ToolContext, spans: list[str] | None = None
+    ) -> dict[str, Any]:
         """Permanently forget memories by id, after the user chose them from preview_forget's list.
 
         Args:
           memory_ids: the ids the user chose.
+          spans: optional; the exact words of a detail to block wherever it appears, e.g. a phone number
+            the user gave ("555 0142"), so no later reply or summary holding it is kept or recalled.
         """
         session = tool_context.session
+        app, user = session.app_name, session.user_id
         pending = tool_context.state.get(PENDING_KEY) or {}
         offered = set(pending.get("ids") or [])
         chosen = [i for i in memory_ids if i in offered]
+        named = [s.strip() for s in spans or [] if s and s.strip()][:MAX_SPANS]
         if not chosen:
             return {"status": "error", "error": "none of these ids was offered by preview_forget: preview first"}
-        spans = await asyncio.to_thread(self._texts, session.app_name, session.user_id, chosen)
-        await asyncio.to_thread(self._narrow, session.app_name, session.user_id, chosen, pending.get("suppression"))
+        if any(len(tokens(s)) > MAX_SPAN_WORDS for s in named):
+            return {"status": "error", "error": f"a detail to block is at most {MAX_SPAN_WORDS} words"}
+        # an item's own words are blocked as a span when short enough to be one (a longer item goes by its id)
+        texts = [t for t in await asyncio.to_thread(self._texts, app, user, chosen) if len(tokens(t)) <= MAX_SPAN_WORDS]
+        held = await asyncio.to_thread(self._held, app, user)
+        strength = "suppress" if held else "forget"  # a legal hold: hidden from recall, nothing deleted
+        try:
+            request_id = await self._filer(
+                app, user, strength, chosen, [*texts, *named], list(pending.get("state_keys") or []), None
+            )
+        except Exception as exc:  # the user gets an answer, never an exception out of the runner
+            log.warning("forget_not_filed", error=type(exc).__name__)
+            await asyncio.to_thread(self._lift, app, user, pending.get("suppression"))  # the preview's hiding
+            return {"status": "error", "error": "the forget could not be filed; nothing was changed"}
+        await asyncio.to_thread(self._narrow, app, user, chosen, pending.get("suppression"))
         # redaction narrows the same way: what was forgotten before, and what the user chose now
-        confirmed = _merge(tool_context.state.get(CONFIRMED_KEY), span_patterns(self._secret, spans))
+        confirmed = _merge(tool_context.state.get(CONFIRMED_KEY), span_patterns(self._secret, [*texts, *named]))
         tool_context.state[CONFIRMED_KEY] = confirmed
         tool_context.state[PATTERNS_KEY] = confirmed
-        request_id = await self._filer(
-            session.app_name,
-            session.user_id,
-            "forget",
-            chosen,
-            spans,
-            list(pending.get("state_keys") or []),
-            None,
-        )
+        if held:
+            return {
+                "status": "held",
+                "request": request_id,
+                "items": len(chosen),
+                "message": "a legal hold keeps this user's data for now: the chosen items are hidden from recall "
+                "and from the conversation, and will be deleted only once the hold is released",
+            }
         return {"status": "forgetting", "request": request_id, "items": len(chosen)}
+
+    def _held(self, app: str, user: str) -> bool:
+        sk = subject_key(self._secret, app, user)
+        return self._platform.requests.active_hold(sk) is not None
+
+    def _lift(self, app: str, user: str, suppression: str | None) -> None:
+        if suppression:
+            self._platform.forgetting.lift(subject_key(self._secret, app, user), suppression)
 
     def _narrow(self, app: str, user: str, chosen: list[str], suppression: str | None) -> None:
         """Keep hidden only what the user chose (until the forget deletes it): the preview hid every
@@ -147,10 +181,29 @@ def redact_forgotten(secret: bytes) -> Callable[[CallbackContext, LlmRequest], L
         patterns = callback_context.state.get(PATTERNS_KEY)
         if not isinstance(patterns, dict) or not patterns.get("digests"):
             return None
+        # tools' answers (the preview listing the very items) and calls' arguments reach the model too: redacted
+        # for what the user confirmed (while they choose, the preview's list must still show them the items)
+        confirmed = callback_context.state.get(CONFIRMED_KEY)
+        settled = confirmed if isinstance(confirmed, dict) and confirmed.get("digests") else None
         for content in llm_request.contents:
             for part in content.parts or []:
                 if part.text:
                     part.text = redact(secret, part.text, patterns)
+                if settled and part.function_response is not None and part.function_response.response:
+                    part.function_response.response = _redacted(secret, part.function_response.response, settled)
+                if settled and part.function_call is not None and part.function_call.args:
+                    part.function_call.args = _redacted(secret, part.function_call.args, settled)
         return None
 
     return callback
+
+
+def _redacted(secret: bytes, value: Any, patterns: dict[str, list[Any]]) -> Any:
+    """Every string inside a tool's answer or arguments (dicts and lists, any depth) with the spans redacted."""
+    if isinstance(value, str):
+        return redact(secret, value, patterns)
+    if isinstance(value, dict):
+        return {k: _redacted(secret, v, patterns) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(secret, v, patterns) for v in value]
+    return value
