@@ -12,6 +12,8 @@ from temporalio import activity
 
 from activities.support import PlatformActivities, count, non_retryable, translate_errors
 from stores import tombstone_journal as journal
+from stores.adapters.interface import StartCapture
+from stores.adapters.interface import Subject as AdapterSubject
 from stores.adk_seal import RowSealer
 from stores.embedding import tokens
 from stores.errors import CiphertextInvalid, DataKeyShredded
@@ -101,6 +103,9 @@ class RequestActivities(PlatformActivities):
             found = flattened(by_store)
             canaries = self._canaries(subject.subject_key, subject.app_name, subject.user_id)
             runs, copies = self._text_runs(subject.subject_key, subject.app_name, subject.user_id)
+            whose = AdapterSubject(inp.request_id, subject.subject_key, subject.app_name, subject.user_id)
+            adapters = self.platform.adapters.in_order()
+            captured = {a.name: a.capture(whose) for a in adapters if isinstance(a, StartCapture)}
             sample = self.platform.memory.sample_sealed(subject.subject_key)
         if not any(found.values()):
             log.warning("subject_not_found", subject_key=subject.subject_key, request_id=inp.request_id)
@@ -112,6 +117,7 @@ class RequestActivities(PlatformActivities):
             found_at_start=found,
             text_runs=runs,
             copies_at_start=copies,
+            refs_at_start=captured,
         )
         return BeginResult(started_at=now.isoformat(), sessions=sessions, canaries=len(canaries))
 

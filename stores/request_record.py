@@ -55,6 +55,8 @@ class RequestRecord:
     # completion with the canaries
     text_runs: list[list[str]] | None = None
     copies_at_start: list[str] | None = None
+    # stores with the StartCapture capability: what each held for the subject at the start (PII-free refs)
+    refs_at_start: dict[str, list[str]] | None = None
     # sessions step (and the second sweep): every session tombstoned for the subject, as keyed digests
     # (``stores.identity.session_digest``), never the session ids
     erased_sessions: list[str] | None = None

@@ -166,6 +166,7 @@ class ResponseCache:
         before: float | None = None,
         on_batch: Callable[[list[str]], None] | None = None,
         batch: int = ERASE_BATCH,
+        after_batch: Callable[[int], None] | None = None,
     ) -> int:
         """Remove the subject's entries through its index (those scored before ``before``, when given), a
         batch at a time: ``on_batch`` gets each batch's digests before anything of it is deleted (record them
@@ -187,6 +188,8 @@ class ResponseCache:
             pipe.zrem(index, *digests)
             pipe.execute()
             removed += len(digests)
+            if after_batch:  # the batch is gone: a heartbeat here resumes after it
+                after_batch(removed)
 
     def orphaned_entries(self, app_name: str, subject: str) -> int:
         """The subject's entries its index does not name (or all of them, with no index): found by their keys

@@ -164,4 +164,14 @@ class ItemForgetting(Protocol):
     def items_left(self, scope: ForgetScope) -> int: ...
 
 
+@runtime_checkable
+class StartCapture(Protocol):
+    """The optional capability of an adapter whose store can name, at the request's start, what it holds for
+    the subject by PII-free references its check reads back by key (the response cache's entry digests):
+    ``begin_request`` records them before any step runs, so the check does not depend on what the erase step
+    itself recorded, nor on an index the erase could drop first."""
+
+    def capture(self, subject: Subject) -> list[str]: ...
+
+
 AdapterFactory = Callable[["Platform"], EraseAdapter]

@@ -1,11 +1,14 @@
 """Adapter for the LLM response cache (``stores.response_cache``): the user's entries, found by their index.
 
 Erase takes up to 500 digests from the subject's index at a time, records them in the request
-(``erased_refs``), unlinks their entries, then removes them from the index; the index itself goes last. A
-crash in between leaves digests whose entries are gone, which the retry unlinks again: resuming needs no
-cursor (the index is the cursor; the heartbeat carries the count so far). Nothing walks the keyspace (no
-``KEYS``, no ``SCAN``). Remaining reads on its own: the index's size and, for every digest the erase
-recorded, whether its entry exists again. Sweeps remove the entries the index dates before the erasure.
+(``erased_refs``), then unlinks their entries and their index members in one transaction
+(``ResponseCache.erase_entries``): the index is never unlinked by itself, so no entry it named can outlive it
+(a crash leaves the rest findable; the index is the cursor; the heartbeat carries the count so far). Nothing
+walks the keyspace (no ``KEYS``, no ``SCAN``). ``capture`` names the index's digests at the request's start
+(``begin_request`` records them); remaining reads on its own: the index's size and, for every digest captured
+at the start or recorded by the erase, whether its entry exists (an index dropped before its entries leaves
+them orphaned: they are found by key all the same). Sweeps remove the entries the index dates before the
+erasure.
 
 ``forget_items`` (item forgetting and session erasure): the subject's entries, through the index, whose
 prompt or response (or both together) the forget's tombstone covers (a forgotten span, an erased session's
@@ -70,25 +73,27 @@ class ResponseCacheAdapter:
 
     def _erase_from_index(self, subject: Subject, before: datetime | None, beat: Beat | None, removed: int = 0) -> int:
         """Batches of the index's digests (those scored before ``before``): each recorded in the request
-        first (so a crash never loses what the check must look at), then its entries unlinked, then its
-        index members removed; the index itself goes last when everything was asked for."""
-        client, app, sk = self.cache.client, subject.app_name, subject.subject_key
-        index = index_key(app, sk)
-        top = "+inf" if before is None else f"({before.timestamp()}"
-        while True:
-            digests = [d.decode() for d in client.zrangebyscore(index, "-inf", top, start=0, num=BATCH)]
-            if not digests:
-                break
+        first (so a crash never loses what the check must look at), then its entries and index members
+        removed together (``ResponseCache.erase_entries``)."""
+
+        def record(digests: list[str]) -> None:
             if subject.request_id:
                 self._record(subject, digests)
-            client.unlink(*(entry_key(app, sk, d) for d in digests))
-            client.zrem(index, *digests)
-            removed += len(digests)
+
+        def done(gone: int) -> None:
             if beat:
-                beat({"removed": removed})
-        if before is None:
-            client.unlink(index)
-        return removed
+                beat({"removed": removed + gone})
+
+        cutoff = before.timestamp() if before is not None else None
+        gone = self.cache.erase_entries(
+            subject.app_name, subject.subject_key, before=cutoff, on_batch=record, batch=BATCH, after_batch=done
+        )
+        return removed + gone
+
+    def capture(self, subject: Subject) -> list[str]:
+        """The index's digests at the request's start (keyed digests of prompts: no text)."""
+        members = self.cache.client.zrange(index_key(subject.app_name, subject.subject_key), 0, -1)
+        return sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
 
     def erase(self, subject: Subject, cursor: Mapping[str, Any], beat: Beat) -> dict[str, int]:
         if subject.request_id:
@@ -108,11 +113,16 @@ class ResponseCacheAdapter:
         if recorded is None:
             return Remaining(missing=("the response cache step's list of erased entries",))
         before = bound.erased_at if bound else None
+        at_start = (record.refs_at_start or {}).get(self.name) or []
         counts = {
             "indexed_entries": self.reads.indexed(subject.app_name, subject.subject_key, before),
             "erased_entries_back": 0
             if bound
             else self.reads.entries_back(subject.app_name, subject.subject_key, recorded),
+            # read by key, whatever became of the index: an entry held at the start and still there
+            "entries_from_start_left": 0
+            if bound
+            else self.reads.entries_back(subject.app_name, subject.subject_key, sorted(set(at_start) - set(recorded))),
         }
         return Remaining(counts)
 

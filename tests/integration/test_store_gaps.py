@@ -344,3 +344,43 @@ def test_the_cache_erase_never_drops_the_index_before_its_entries(platform: Plat
     assert cache.orphaned_entries(app, sk) == 0
     assert sorted(seen + recorded) == sorted(cache.digest(app, sk, f"my prompt {n}") for n in range(7))
     assert cache_state(platform, app, other_sk) == theirs
+
+
+@on_the_session_loop
+async def test_an_erase_that_drops_the_cache_index_first_fails_the_cache_check(
+    saga: SagaHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The planted defect of the issue: the cache's per-subject index dropped before its entries were read
+    (every entry orphaned until its TTL) ended ``completed``: the index was empty and the erase recorded
+    nothing to look for. The digests captured at the request's start are read back by key."""
+    from stores.adapters.response_cache import ResponseCacheAdapter
+    from stores.seeder import user_ids
+
+    platform = saga.platform
+    app = "gaps-cache"
+    target, other = user_ids(2, 2861, prefix="gaps")
+    await saga.seed(app, [target, other])
+    for n in range(3):
+        assert platform.response_cache.put(app, target, f"question {n}?", f"answer {n}")
+    platform.response_cache.put(app, other, "question 0?", "answer 0")
+    cache = platform.adapters.get("response_cache")
+    before_other = cache.fingerprint(app, other)
+    held = int(
+        platform.response_cache.client.zcard(index_key(app, subject_key(platform.config.subject_secret, app, target)))
+    )
+    assert held >= 3  # the seeder's entries and these three
+
+    def dropped_first(self: ResponseCacheAdapter, subject: Any, before: Any, beat: Any, removed: int = 0) -> int:
+        self.cache.client.unlink(index_key(subject.app_name, subject.subject_key))  # the entries are orphaned
+        return removed
+
+    monkeypatch.setattr(ResponseCacheAdapter, "_erase_from_index", dropped_first)
+    result = await saga.erase(app, target)
+    assert result.status == "verification_failed"
+    body = saga.receipt_body(result.request_id)
+    final = next(v for v in body["verifications"] if v["phase"] == "final")
+    check = next(c for c in final["checks"] if c["check"] == "response_cache")
+    assert not check["passed"]
+    assert check["counts"]["entries_from_start_left"] == held
+    assert check["counts"]["indexed_entries"] == 0  # what the old check read: nothing
+    assert cache.fingerprint(app, other) == before_other
