@@ -1,5 +1,6 @@
 """What the physical clean-up steps (``vacuum``, ``compaction``) share: one run covering concurrent erasures,
-heartbeats while a run blocks, and the bookkeeping the checks read (migration 0014).
+heartbeats while a run blocks, and their bookkeeping (migration 0014). The checks do not trust these books
+where a request deleted something: they read the store's own evidence (``physical_evidence``).
 
 ``table_vacuums`` holds the last run this project finished per *target* (a table, or the object store's
 volumes) with when it started; ``physical_cleanup`` holds, per (request, target), when the request was

@@ -22,6 +22,7 @@ import os
 import struct
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -31,6 +32,7 @@ from psycopg.types.json import Jsonb
 from stores.adapters import vacuum as vacuum_module
 from stores.adapters.compaction import CompactionAdapter
 from stores.adapters.interface import AFTER_EVERY_OTHER, Beat, Subject
+from stores.adapters.physical_evidence import baselines, mark_deleted
 from stores.adapters.registry import AdapterRegistry
 from stores.adapters.vacuum import TABLES, VacuumAdapter
 from stores.artifacts import user_scope_prefix
@@ -326,3 +328,36 @@ async def test_the_real_path_covers_what_the_second_sweep_deleted_and_the_files_
     plain_artifact(platform, user_ids(1, 2815, prefix="pcontrol")[0], control["object"])
     assert live_tuples_holding(platform, local_stack, "user_states", control["row"]) == 1
     assert volume_hits(local_stack, control["object"])
+
+
+def left(platform: Platform, adapter: VacuumAdapter | CompactionAdapter, subject: Subject, count: str) -> int:
+    """What the adapter's check counts as not covered for the request now."""
+    record = platform.requests.record(subject.request_id)
+    return adapter.remaining(subject, record, None, lambda _d: None).counts[count]
+
+
+def test_a_retried_step_keeps_its_evidence_and_a_later_deletion_needs_a_later_pass(
+    platform: Platform, no_autovacuum: None
+) -> None:
+    """Direct calls: a retried vacuum or compaction step (its work already done) keeps the baseline it read
+    and still passes; a deletion marked after it (a sweep) fails the check until a later pass reads the
+    store again and covers it."""
+    adapters: list[tuple[VacuumAdapter | CompactionAdapter, dict[str, int], str]] = [
+        (VacuumAdapter(platform), {"user_states": 1}, "tables_not_vacuumed"),
+        (CompactionAdapter(platform), {"artifacts": 1}, "object_store_not_covered"),
+    ]
+    for adapter, found, count in adapters:
+        subject = open_request(platform, APP, user_ids(1, 2816, prefix=f"pretry{adapter.name}")[0])
+        platform.requests.update_record(subject.request_id, lambda r, f=found: replace(r, found_at_start=f))
+
+        adapter.erase(subject, {}, lambda _d: None)
+        first = baselines(platform.pool, subject.request_id)
+        assert left(platform, adapter, subject, count) == 0, adapter.name
+        adapter.erase(subject, {}, lambda _d: None)  # a retry after the work was done
+        assert baselines(platform.pool, subject.request_id) == first, adapter.name
+        assert left(platform, adapter, subject, count) == 0, adapter.name
+        mark_deleted(platform.pool, subject.request_id, adapter.after[:1])  # a later pass deleted more
+        assert left(platform, adapter, subject, count) >= 1, adapter.name
+        adapter.erase(subject, {}, lambda _d: None)
+        assert baselines(platform.pool, subject.request_id) != first, adapter.name
+        assert left(platform, adapter, subject, count) == 0, adapter.name
