@@ -171,12 +171,13 @@ async def test_late_writers_are_refused_or_swept(saga: SagaHarness) -> None:
     assert svc.refused["user_fenced"] == refused + 1
     assert saga.platform.memory_store.rows_of(app, target) == []
 
-    # 2. bypassing writers: a direct memory insert and an ADK re-creation of an erased session
+    # 2. bypassing writers: a direct memory insert and an ADK re-creation of an erased session through
+    # google-adk's own service (the platform's sealed service refuses an erased session's id: issue 28, item 15)
     await asyncio.to_thread(
         saga.platform.memory_store.insert,
         [NewMemory(app, target, "bypass copy of an old episode", session_id=old_session)],
     )
-    adk = saga.platform.adk_session_service()
+    adk = saga.platform.plain_adk_session_service()
     try:
         session = await adk.create_session(app_name=app, user_id=target, session_id=old_session)
         await adk.append_event(
