@@ -374,6 +374,20 @@ def request_detail(console: Console, row: ErasureRequestRow) -> dict[str, Any]:
 EXPORT_ROWS = 100_000
 
 
+@dataclass
+class AuditFilters:
+    """The audit API's filters (query parameters), all optional."""
+
+    request_id: str | None = None
+    action: str | None = None
+    actor: str | None = None  # a part of the staff identity, any case
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def query(self, limit: int) -> AuditQuery:
+        return AuditQuery(self.request_id, self.action, self.actor, self.since, self.until, limit)
+
+
 async def exported(console: Console, p: Principal, query: AuditQuery) -> Response:
     """The audit entries ``query`` selects, as a CSV download; the export is audited with its filters."""
     entries = await asyncio.to_thread(console.audit.search, query)
@@ -670,31 +684,15 @@ def create_app(console: Console) -> FastAPI:
         return {"signature_valid": opened.valid, "why": opened.why, "body": opened.body, "document": opened.document}
 
     @app.get("/api/audit")
-    async def audit(
-        p: Audits,
-        request_id: str | None = None,
-        action: str | None = None,
-        actor: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        limit: int = 500,
-    ) -> list[dict[str, Any]]:
+    async def audit(p: Audits, f: Annotated[AuditFilters, Depends()], limit: int = 500) -> list[dict[str, Any]]:
         """Newest first; every filter optional (``actor``: a part of the staff identity, any case)."""
-        query = AuditQuery(request_id, action, actor, since, until, min(max(limit, 1), 5000))
+        query = f.query(min(max(limit, 1), 5000))
         return [_entry(e) for e in await asyncio.to_thread(console.audit.search, query)]
 
     @app.get("/api/audit/export")
-    async def audit_export(
-        p: Audits,
-        request_id: str | None = None,
-        action: str | None = None,
-        actor: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-    ) -> Response:
+    async def audit_export(p: Audits, f: Annotated[AuditFilters, Depends()]) -> Response:
         """The filtered entries as CSV (at most 100,000), the export itself audited."""
-        query = AuditQuery(request_id, action, actor, since, until, EXPORT_ROWS)
-        return await exported(console, p, query)
+        return await exported(console, p, f.query(EXPORT_ROWS))
 
     @app.get("/api/audit/verify")
     async def audit_verify(p: Audits) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import base64
 import hashlib
 import json
 import secrets
+from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import Annotated, Any
@@ -174,14 +175,28 @@ def dashboard(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _audit_query(action: str, actor: str, request_id: str, since: str, until: str, limit: int) -> AuditQuery:
-    """The audit filters from a page's query string (422 for a date that is not one); ``until`` is inclusive."""
-    try:
-        start = datetime.combine(date.fromisoformat(since), time.min, UTC) if since else None
-        end = datetime.combine(date.fromisoformat(until) + timedelta(days=1), time.min, UTC) if until else None
-    except ValueError:
-        raise HTTPException(422, "since and until must be dates (YYYY-MM-DD)") from None
-    return AuditQuery(request_id or None, action or None, actor.strip() or None, start, end, limit)
+@dataclass
+class PageAuditFilters:
+    """The audit page's filters, from its query string (the export link carries the same)."""
+
+    action: str = ""
+    actor: str = ""
+    request_id: str = ""
+    since: str = ""  # YYYY-MM-DD, inclusive
+    until: str = ""  # YYYY-MM-DD, inclusive
+
+    def query(self, limit: int) -> AuditQuery:
+        """422 for a date that is not one."""
+        try:
+            start = datetime.combine(date.fromisoformat(self.since), time.min, UTC) if self.since else None
+            end = (
+                datetime.combine(date.fromisoformat(self.until) + timedelta(days=1), time.min, UTC)
+                if self.until
+                else None
+            )
+        except ValueError:
+            raise HTTPException(422, "since and until must be dates (YYYY-MM-DD)") from None
+        return AuditQuery(self.request_id or None, self.action or None, self.actor.strip() or None, start, end, limit)
 
 
 def matches(row: dict[str, Any], q: str) -> bool:
@@ -500,17 +515,9 @@ def add_pages(app: FastAPI, client_id: str, redirect_uri: str) -> None:
         return JSONResponse(opened.document, headers=headers)
 
     @app.get("/audit", include_in_schema=False)
-    async def audit_page(
-        request: Request,
-        p: PageAudits,
-        action: str = "",
-        actor: str = "",
-        request_id: str = "",
-        since: str = "",
-        until: str = "",
-    ) -> HTMLResponse:
+    async def audit_page(request: Request, p: PageAudits, f: Annotated[PageAuditFilters, Depends()]) -> HTMLResponse:
         console = _console(request)
-        query = _audit_query(action, actor, request_id, since, until, 500)
+        query = f.query(500)
         entries = [
             {
                 "seq": e.seq,
@@ -522,7 +529,7 @@ def add_pages(app: FastAPI, client_id: str, redirect_uri: str) -> None:
             }
             for e in await asyncio.to_thread(console.audit.search, query)
         ]
-        filters = {"action": action, "actor": actor, "request_id": request_id, "since": since, "until": until}
+        filters = asdict(f)
         return _page(
             request,
             "audit.html",
@@ -535,19 +542,10 @@ def add_pages(app: FastAPI, client_id: str, redirect_uri: str) -> None:
         )
 
     @app.get("/audit.csv", include_in_schema=False)
-    async def audit_csv(
-        request: Request,
-        p: PageAudits,
-        action: str = "",
-        actor: str = "",
-        request_id: str = "",
-        since: str = "",
-        until: str = "",
-    ) -> Response:
+    async def audit_csv(request: Request, p: PageAudits, f: Annotated[PageAuditFilters, Depends()]) -> Response:
         from console.app import EXPORT_ROWS
 
-        query = _audit_query(action, actor, request_id, since, until, EXPORT_ROWS)
-        return await exported(_console(request), p, query)
+        return await exported(_console(request), p, f.query(EXPORT_ROWS))
 
     @app.get("/tokens", include_in_schema=False)
     async def tokens_page(request: Request, p: PageTokens) -> HTMLResponse:

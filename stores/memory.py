@@ -550,16 +550,8 @@ class MemoryEraser:
 
     def user_token_counts(self, subject: str, store: MemoryStore, limit: int = 200) -> dict[str, int]:
         """Word frequencies over a bounded sample of the user's rows (decrypted in memory only)."""
-        with self._pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT id, content_sealed FROM memories WHERE subject_key = %s LIMIT %s", (subject, limit)
-            ).fetchall()
         counts: dict[str, int] = {}
-        for row_id, sealed in rows:
-            try:
-                text = store.decrypt_row(row_id, bytes(sealed))
-            except DataKeyShredded:
-                continue
+        for text in self.user_texts(subject, store, limit):
             for tok in set(tokens(text)):
                 counts[tok] = counts.get(tok, 0) + 1
         return counts

@@ -61,6 +61,25 @@ def _holds_in_order(words: Sequence[str], run: Sequence[str]) -> bool:
     return any(list(words[i : i + n]) == list(run) for i in range(len(words) - n + 1))
 
 
+def _probe(
+    conn: Connection[Any], rare: Sequence[str], excluding_subject: str, excluding_rows: Sequence[uuid.UUID]
+) -> list[tuple[Any, ...]]:
+    """(id, sealed content, word digests) of up to ``CANDIDATES_PER_RUN`` rows of others holding every one of
+    ``rare``: one GIN probe, in id order (the same rows each time it is asked)."""
+    return conn.execute(
+        "SELECT id, content_sealed, token_digests FROM memories WHERE token_digests @> %s::text[] "
+        "AND subject_key <> %s AND id <> ALL(%s::uuid[]) ORDER BY id LIMIT %s",
+        (list(rare), excluding_subject, list(excluding_rows), CANDIDATES_PER_RUN),
+    ).fetchall()
+
+
+def _probed(conn: Connection[Any], runs: Sequence[Sequence[str]]) -> list[tuple[Sequence[str], list[str]]]:
+    """Each run with the words of it the table's statistics do not call common, runs with too few left out."""
+    common = common_digests(conn, sorted({d for run in runs for d in run}))
+    pairs = [(run, sorted(set(run) - common)) for run in runs]
+    return [(run, rare) for run, rare in pairs if len(rare) >= MIN_RARE]
+
+
 def holders(
     conn: Connection[Any],
     secret: bytes,
@@ -71,20 +90,9 @@ def holders(
 ) -> set[uuid.UUID]:
     """Rows of subjects other than ``excluding_subject`` (``excluding_rows`` aside) whose content holds one of
     ``runs`` word for word: an indexed probe per run, then the candidates opened and compared in order."""
-    if not runs:
-        return set()
-    common = common_digests(conn, sorted({d for run in runs for d in run}))
     found: set[uuid.UUID] = set()
-    for run in runs:
-        rare = sorted(set(run) - common)
-        if len(rare) < MIN_RARE:
-            continue
-        rows = conn.execute(
-            "SELECT id, content_sealed, token_digests FROM memories WHERE token_digests @> %s::text[] "
-            "AND subject_key <> %s AND id <> ALL(%s::uuid[]) ORDER BY id LIMIT %s",
-            (rare, excluding_subject, list(excluding_rows), CANDIDATES_PER_RUN),
-        ).fetchall()
-        for row_id, sealed, digests in rows:
+    for run, rare in _probed(conn, runs):
+        for row_id, sealed, digests in _probe(conn, rare, excluding_subject, excluding_rows):
             if row_id in found:
                 continue
             text = opener(row_id, bytes(sealed))
@@ -102,17 +110,8 @@ def distinctive(
 ) -> list[list[str]]:
     """Those of ``runs`` fewer than ``CANDIDATES_PER_RUN`` rows of others may hold: a run many rows hold is
     common phrasing, not the user's text, and a bounded probe could not see all of its holders."""
-    common = common_digests(conn, sorted({d for run in runs for d in run}))
-    kept = []
-    for run in runs:
-        rare = sorted(set(run) - common)
-        if len(rare) < MIN_RARE:
-            continue
-        row = conn.execute(
-            "SELECT count(*) FROM (SELECT 1 FROM memories WHERE token_digests @> %s::text[] AND subject_key <> %s "
-            "AND id <> ALL(%s::uuid[]) LIMIT %s) c",
-            (rare, excluding_subject, list(excluding_rows), CANDIDATES_PER_RUN),
-        ).fetchone()
-        if row is not None and int(row[0]) < CANDIDATES_PER_RUN:
-            kept.append(list(run))
-    return kept
+    return [
+        list(run)
+        for run, rare in _probed(conn, runs)
+        if len(_probe(conn, rare, excluding_subject, excluding_rows)) < CANDIDATES_PER_RUN
+    ]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import pytest
@@ -22,9 +22,9 @@ from pydantic import Field
 
 from stores.forget_tools import ForgetTools, redact_forgotten
 from stores.forgetting import REDACTED
-from tests.forget_fixtures import ingest, make_sessions, recall
+from tests.forget_fixtures import data_subject_filer, ingest, make_sessions, recall
 from tests.saga_harness import SagaHarness
-from workers.forget_service import file_forget, forget_result
+from workers.forget_service import forget_result
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -93,32 +93,7 @@ async def test_forget_where_i_live_with_confirmation_in_a_runner_conversation(sa
     older = await make_sessions(platform, APP, user, [["Our Pune office is on FC Road."]])
     await ingest(platform, older)
     filed: list[str] = []
-
-    async def filer(
-        app: str,
-        uid: str,
-        strength: str,
-        ids: Sequence[str],
-        spans: Sequence[str],
-        keys: Sequence[str],
-        about: str | None,
-    ) -> str:
-        done = await file_forget(
-            saga.client,
-            platform,
-            saga.settings,
-            app_name=app,
-            user_id=uid,
-            strength=strength,
-            memory_ids=ids,
-            spans=spans,
-            state_keys=keys,
-            about=about,
-            path="data_subject",  # the user's own confirmation through the tool: no staff approval
-        )
-        filed.append(done.request_id)
-        return done.request_id
-
+    filer = data_subject_filer(saga, filed)
     model = ScriptedModel()
     tools = ForgetTools(platform, filer)
     agent = LlmAgent(

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import pytest
@@ -31,9 +31,9 @@ from pydantic import Field
 
 from stores.forget_tools import ForgetTools, redact_forgotten
 from stores.identity import subject_key
-from tests.forget_fixtures import recall
+from tests.forget_fixtures import data_subject_filer, recall
 from tests.saga_harness import SagaHarness
-from workers.forget_service import file_forget, forget_result
+from workers.forget_service import forget_result
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -110,7 +110,7 @@ class Conversation:
         self.filed: list[str] = []
         self.model = PhoneModel()
         self.sessions = saga.platform.adk_session_service()
-        tools = ForgetTools(saga.platform, self._filer)
+        tools = ForgetTools(saga.platform, data_subject_filer(saga, self.filed))
         agent = LlmAgent(
             name="assistant",
             model=self.model,
@@ -121,32 +121,6 @@ class Conversation:
         self.runner = Runner(
             app_name=APP, agent=agent, session_service=self.sessions, memory_service=saga.platform.memory_service
         )
-
-    async def _filer(
-        self,
-        app: str,
-        uid: str,
-        strength: str,
-        ids: Sequence[str],
-        spans: Sequence[str],
-        keys: Sequence[str],
-        about: str | None,
-    ) -> str:
-        done = await file_forget(
-            self.saga.client,
-            self.saga.platform,
-            self.saga.settings,
-            app_name=app,
-            user_id=uid,
-            strength=strength,
-            memory_ids=ids,
-            spans=spans,
-            state_keys=keys,
-            about=about,
-            path="data_subject",
-        )
-        self.filed.append(done.request_id)
-        return done.request_id
 
     async def gave_the_number(self) -> str:
         session = await self.sessions.create_session(app_name=APP, user_id=self.user)
