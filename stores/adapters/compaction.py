@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from stores.request_record import RequestRecord
 
 #: the one target of this step in the clean-up books (a request is covered when this row is recorded)
-TARGET = "object_store"
+TARGET = evidence.VOLUMES_BASELINE
 #: what the presence probe at the start calls the objects the artifacts and logs steps delete
 FOUND_KEYS = ("artifacts", "log_segments")
 #: the filer's deletion queue is polled every 1.123 s: deletions have reached the volumes after this
@@ -123,17 +123,16 @@ class CompactionAdapter:
             outcomes.append(self._compact(master))
 
         counts["compactions_run"] = self.books.cover(TARGET, landed_by, subject.request_id, beat, compact)
-        if not self._judge(subject.request_id, baseline).covered:  # SeaweedFS shows a volume left: once more
+        if not self._judge(subject.request_id).covered:  # SeaweedFS shows a volume left: once more
             outcomes.clear()
             counts["compactions_run"] += self.books.cover(TARGET, self.books.now(), subject.request_id, beat, compact)
         done = outcomes[0] if outcomes else Outcome((), (), ())
         return {**counts, "volumes_compacted": len(done.compacted), "volumes_read_only": len(done.read_only)}
 
-    def _judge(self, request_id: str, baseline: evidence.Baseline | None) -> evidence.Judgement:
-        """SeaweedFS's own compaction revisions against the baseline (see ``physical_evidence``)."""
+    def _judge(self, request_id: str) -> evidence.Judgement:
+        """SeaweedFS's own compaction revisions against the request's baseline (see ``physical_evidence``)."""
         assert self.master is not None
-        deleted_by = evidence.last_deletion(self.platform.pool, request_id, self.after)
-        return evidence.judge_volumes(baseline, deleted_by, self.master.volumes())
+        return evidence.volumes_covered(self.platform.pool, request_id, self.master.volumes(), self.after)
 
     def _deleted_anything(self, subject: Subject) -> bool:
         """Whether the artifacts or logs step, or the second sweep, deleted objects: what the probe found at
@@ -195,7 +194,7 @@ class CompactionAdapter:
         if kept is None and bound is not None:
             return replace(booked, note=evidence.LEGACY)
         try:
-            judged = self._judge(request_id, kept)
+            judged = self._judge(request_id)
         except httpx.HTTPError as exc:  # fail closed: what cannot be read is not covered
             return Remaining({"object_store_not_covered": 1}, note=f"volume status unreadable: {type(exc).__name__}")
         return Remaining(

@@ -41,6 +41,9 @@ from psycopg_pool import ConnectionPool
 
 from stores.seaweedfs import Volume
 
+#: the baselines' targets: Postgres's tables (one baseline for all of them), the object store's volumes
+TABLES_BASELINE = "postgres_tables"
+VOLUMES_BASELINE = "object_store"
 #: the check's note for a request that ended before this evidence was kept: judged by the step's books
 LEGACY = "ended before the store's evidence was kept: judged by the step's books"
 
@@ -225,3 +228,24 @@ def judge_volumes(
             else:
                 out[key] = "not compacted since"
     return Judgement(out, tuple(read_only))
+
+
+# ----- per request, for the steps' checks and a platform job alike ---------------------------------------
+
+
+def tables_covered(pool: ConnectionPool, request_id: str, tables: Sequence[str], stores: Iterable[str]) -> Judgement:
+    """Whether Postgres shows a vacuum of each of ``tables`` since the request's deletions (its baseline, and
+    the marks of later passes in ``stores``, the stores whose deletions leave dead tuples in those tables)."""
+    with pool.connection() as conn:
+        now = table_stats(conn, tables)
+    kept = baselines(pool, request_id).get(TABLES_BASELINE)
+    return judge_tables(tables, kept, last_deletion(pool, request_id, stores), now)
+
+
+def volumes_covered(
+    pool: ConnectionPool, request_id: str, now: Mapping[tuple[str, int], Volume], stores: Iterable[str]
+) -> Judgement:
+    """Whether SeaweedFS (``now``: every volume server's status) shows each volume that held garbage after
+    the request's deletions (its baseline, and the marks of later passes in ``stores``) compacted since."""
+    kept = baselines(pool, request_id).get(VOLUMES_BASELINE)
+    return judge_volumes(kept, last_deletion(pool, request_id, stores), now)

@@ -38,7 +38,7 @@ TABLES = ("events", "sessions", "user_states", "memories")
 #: what the presence probe at the start calls the rows those steps delete (their adapters' ``locate`` keys)
 FOUND_KEYS = ("sessions", "user_states", "memory_rows")
 #: the request's baseline of Postgres's vacuum counters (``physical_evidence``)
-BASELINE = "postgres_tables"
+BASELINE = evidence.TABLES_BASELINE
 
 
 class VacuumAdapter:
@@ -76,7 +76,7 @@ class VacuumAdapter:
         vacuumed = 0
         for n, table in enumerate(TABLES):
             vacuumed += self.books.cover(table, baseline.taken_at, subject.request_id, beat, _vacuum(table))
-            if not self._judge(subject.request_id, baseline, table).covered:
+            if not evidence.tables_covered(self.platform.pool, subject.request_id, (table,), self.after).covered:
                 self.books.cover(table, self.books.now(), subject.request_id, beat, _vacuum(table))
             beat({"stage": "vacuum", "tables": n + 1})
         return {"tables_vacuumed": vacuumed, "tables_covered": len(TABLES) - vacuumed}
@@ -86,13 +86,6 @@ class VacuumAdapter:
             taken_at = evidence.clock(conn)
             stats = evidence.table_stats(conn, TABLES)
         return evidence.record_baseline(self.platform.pool, request_id, BASELINE, taken_at, evidence.table_items(stats))
-
-    def _judge(self, request_id: str, baseline: evidence.Baseline | None, *tables: str) -> evidence.Judgement:
-        """Postgres's own counters against the baseline, for ``tables`` (see ``physical_evidence``)."""
-        with self.platform.pool.connection() as conn:
-            now = evidence.table_stats(conn, tables)
-        deleted_by = evidence.last_deletion(self.platform.pool, request_id, self.after)
-        return evidence.judge_tables(tables, baseline, deleted_by, now)
 
     def _deleted_anything(self, subject: Subject) -> bool:
         """Whether the sessions or memory step of this request, or its second sweep, deleted rows: what they
@@ -124,7 +117,7 @@ class VacuumAdapter:
         if kept is None and bound is not None:
             done = covered_targets(self.platform.pool, request_id)
             return Remaining({"tables_not_vacuumed": len(set(TABLES) - done)}, note=evidence.LEGACY)
-        judged = self._judge(request_id, kept, *TABLES)
+        judged = evidence.tables_covered(self.platform.pool, request_id, TABLES, self.after)
         return Remaining({"tables_not_vacuumed": len(judged.not_covered)}, note=judged.note())
 
     def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:
