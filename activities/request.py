@@ -14,6 +14,7 @@ from activities.support import PlatformActivities, count, non_retryable, transla
 from stores import tombstone_journal as journal
 from stores.adapters.interface import StartCapture
 from stores.adapters.interface import Subject as AdapterSubject
+from stores.adapters.registry import AdapterRegistry
 from stores.adk_seal import RowSealer
 from stores.embedding import tokens
 from stores.errors import CiphertextInvalid, DataKeyShredded
@@ -23,7 +24,16 @@ from stores.redaction import sensitive
 from stores.request_record import CiphertextSample
 from stores.verbatim_copies import runs_of
 from workflows import error_types
-from workflows.contracts import Activities, BeginResult, DueChange, FinishInput, HoldStatus, StateChange, StepInput
+from workflows.contracts import (
+    Activities,
+    BeginResult,
+    DueChange,
+    FinishInput,
+    HoldStatus,
+    PlanStep,
+    StateChange,
+    StepInput,
+)
 
 log = structlog.get_logger("activities.request")
 CANARY_COUNT = 5
@@ -77,6 +87,11 @@ def _event_texts(platform: Any, app_name: str, user_id: str, limit: int = 200) -
     return texts
 
 
+def worker_plan(registry: AdapterRegistry) -> list[PlanStep]:
+    """The plan of this process's registry: every configured store, in the order their ``after`` asks."""
+    return [PlanStep(p.name, list(p.after), p.batched, p.after_sweep) for p in registry.plan]
+
+
 class RequestActivities(PlatformActivities):
     @activity.defn(name=Activities.BEGIN)
     @translate_errors
@@ -87,9 +102,13 @@ class RequestActivities(PlatformActivities):
         requests = self.platform.requests
         requests.set_state(inp.request_id, "running", now)
         record = requests.record(inp.request_id)
+        plan = worker_plan(self.platform.adapters) if inp.plan_here else None
+        if plan is not None and record.stores != [p.name for p in plan]:  # the plan this worker will act on
+            requests.merge_record(inp.request_id, stores=[p.name for p in plan])
+            record = requests.record(inp.request_id)
         sessions = len(self.platform.sessions.session_ids(subject.app_name, subject.user_id))
         if record.canaries is not None:  # a retry after success: keep what was captured first
-            return BeginResult(started_at=now.isoformat(), sessions=sessions, canaries=len(record.canaries))
+            return BeginResult(now.isoformat(), sessions, len(record.canaries), plan)
         with sensitive(subject.user_id):
             by_store = presence_by_store(self.platform, subject.app_name, subject.user_id, subject.subject_key)
             missing = unplanned_stores(by_store, record.stores) if record.stores is not None else []
@@ -119,7 +138,7 @@ class RequestActivities(PlatformActivities):
             copies_at_start=copies,
             refs_at_start=captured,
         )
-        return BeginResult(started_at=now.isoformat(), sessions=sessions, canaries=len(canaries))
+        return BeginResult(now.isoformat(), sessions, len(canaries), plan)
 
     def _text_runs(self, subject_key: str, app_name: str, user_id: str) -> tuple[list[list[str]], list[str]]:
         """Runs of the user's words (keyed digests) and the rows of other subjects already holding one: copies

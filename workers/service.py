@@ -11,6 +11,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
+from activities.request import worker_plan
 from stores.approvals import actor_ref
 from stores.errors import InvalidIdentifier
 from stores.identity import decode_hex_id, normalisation_variants, subject_key, validate_app_name, validate_id
@@ -25,7 +26,6 @@ from workflows.contracts import (
     FENCE_CHECK,
     ApprovalPolicy,
     ErasureInput,
-    PlanStep,
     Progress,
     VerifyInput,
     workflow_id,
@@ -137,7 +137,7 @@ async def file_request(
         requested_by=requested_by,
         reason=reason,
     )
-    plan = [PlanStep(p.name, list(p.after), p.batched, p.after_sweep) for p in platform.adapters.plan]
+    plan = worker_plan(platform.adapters)  # recorded now; a saga since plan-from-worker-v1 asks its worker again
     if created:  # an attached request keeps the plan it was filed with
         platform.requests.merge_record(request_id, stores=[p.name for p in plan])
         if contact:

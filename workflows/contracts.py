@@ -173,6 +173,9 @@ class StepInput:
     request_id: str
     subject_key: str
     app_name: str
+    #: ``begin_request`` only, since ``plan-from-worker-v1``: the worker builds the plan from its own registry,
+    #: records it and returns it; the saga acts on that plan, not the one the filing process chose
+    plan_here: bool = False
 
 
 @dataclass(frozen=True)
@@ -205,6 +208,7 @@ class BeginResult:
     started_at: str
     sessions: int = 0
     canaries: int = 0
+    plan: list[PlanStep] | None = None  # the worker's plan, when ``StepInput.plan_here`` asked for it
 
 
 @dataclass(frozen=True)

@@ -150,6 +150,9 @@ FEWER_ACTIONS = "fewer-actions-v1"
 #: the plan's physical clean-up steps (``PlanStep.after_sweep``) run after the second sweep, so what the
 #: sweep deleted is covered too (before: with the other stores, before the sweep; issue 28)
 PHYSICAL_AFTER_SWEEP = "physical-after-sweep-v1"
+#: the plan is decided where the work is done (issue 28): ``begin_request`` builds it from the worker's registry
+#: and records it, and the saga acts on it (before: the plan the filing process's configuration chose)
+PLAN_FROM_WORKER = "plan-from-worker-v1"
 SEQUENTIAL_STEPS = ("fence", "artifacts", "sessions", "memory", "logs", "keys")
 SIDE_BY_SIDE = (("artifacts",), ("sessions", "memory"), ("logs",))
 
@@ -680,15 +683,30 @@ class ErasureWorkflow:
         elif inp.approval is not None:
             self._approval, self._decision = inp.approval, "approved"
         if inp.plan is not None:  # filed with a plan: its stores, no patch markers (none of its code is old)
-            self._plan = list(inp.plan)
-            late = frozenset(p.name for p in self._plan if p.after_sweep)
-            if late and workflow.patched(PHYSICAL_AFTER_SWEEP):
-                self._late = late
-            self._steps = {name: StepProgress(name) for name in plan_step_names(self._plan, self._late)}
+            self._use_plan(inp.plan)
             return await self._run_v2(inp, step)
         if inp.resume is not None or workflow.patched(HOLDS_AND_LIFECYCLE):
             return await self._run_v2(inp, step)
         return await self._run_v1(inp, step)
+
+    def _use_plan(self, plan: list[PlanStep]) -> None:
+        """Act on ``plan``: its stores, the physical ones after the sweep (``PHYSICAL_AFTER_SWEEP``), the progress
+        steps it makes (those already under way kept)."""
+        self._plan = list(plan)
+        late = frozenset(p.name for p in self._plan if p.after_sweep)
+        if late and workflow.patched(PHYSICAL_AFTER_SWEEP):
+            self._late = late
+        before = self._steps
+        self._steps = {name: before.get(name) or StepProgress(name) for name in plan_step_names(self._plan, self._late)}
+
+    async def _begin(self, step: StepInput) -> None:
+        """``begin_request``; since ``PLAN_FROM_WORKER`` it returns the worker's plan, which the saga adopts."""
+        if self._plan is not None and workflow.patched(PLAN_FROM_WORKER):
+            began = await quick(refs.begin_request, replace(step, plan_here=True))
+            if began.plan is not None:
+                self._use_plan(began.plan)
+        else:
+            await quick(refs.begin_request, step)
 
     async def _run_v2(self, inp: ErasureInput, step: StepInput) -> ErasureResult:
         """The saga since ``HOLDS_AND_LIFECYCLE`` (see the module docstring); resumes a continued run."""
@@ -697,7 +715,7 @@ class ErasureWorkflow:
             self._restore(inp.resume, verifications)
         try:
             if inp.resume is None:
-                await quick(refs.begin_request, step)
+                await self._begin(step)
             self._set_status("on_hold" if self._on_hold else "running", self._resume_stage())
             if self._lean and self._on_hold:  # a run continued while on hold: wait for the release first
                 await self._read_hold(step)
@@ -729,6 +747,7 @@ class ErasureWorkflow:
         workflow.continue_as_new(
             replace(
                 inp,
+                plan=self._plan if self._plan is not None else inp.plan,  # the plan the saga acts on, adopted included
                 resume=SagaProgress(
                     steps=list(self._steps.values()),
                     verifications=verifications,

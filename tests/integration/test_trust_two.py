@@ -1,7 +1,7 @@
 """Trust, round two (issue 28), finding by finding against the real stack; each test fails on the old code.
 
-- (3) a plan filed by a process configured with fewer stores than the worker: the request fails closed
-  before the fence instead of completing next to ``found_at_start.cached_responses > 0``;
+- (3) a plan filed by a process configured with fewer stores than the worker: the worker's own plan is
+  recorded and acted on, instead of completing next to ``found_at_start.cached_responses > 0``;
 - (2) the scheduled late-writer sweep reads the hold store: a held subject's late writes are kept;
 - (11) a later cache entry with a shorter TTL never shortens the subject index's TTL;
 - (13) a suppression's receipt is not reported as a completed erasure by ``erasure receipt verify``.
@@ -13,13 +13,13 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.late_sweep import LateSweepActivities
 from stores.identity import subject_key
 from stores.memory import NewMemory
+from stores.response_cache import index_key
 from stores.seeder import user_ids
 from tests.adapter_wrap import open_request, record_approval
 from tests.saga_harness import SagaHarness
@@ -31,37 +31,40 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")
 APP = "trust-two-app"
 
 
-async def test_a_store_holding_data_that_the_plan_leaves_out_fails_the_request_closed(saga: SagaHarness) -> None:
+async def test_the_worker_decides_the_plan_a_store_the_filer_left_out_is_erased_too(saga: SagaHarness) -> None:
+    """Item 3: a CLI or console configured without the response cache filed a plan without it; the saga acted
+    on that plan and the receipt said ``completed`` next to ``found_at_start.cached_responses > 0`` (then, a
+    first fix: the request failed closed). The plan is now decided where the work is done: ``begin_request``
+    builds it from the worker's registry and records it, and the saga erases and checks every store in it."""
     platform = saga.platform
     target = user_ids(1, 2801, prefix="trust2")[0]
     await saga.seed(APP, [target])
     sk = subject_key(platform.config.subject_secret, APP, target)
     cached = platform.response_cache.put(APP, target, "what did I order?", "You ordered the blue kettle.")
     assert cached
-    rows = len(platform.memory_store.rows_of(APP, target))
     # what a CLI or console configured without the response cache files: a plan without that store
-    plan = [PlanStep(p.name, [a for a in p.after if a != "response_cache"], p.batched) for p in platform.adapters.plan]
+    plan = [
+        PlanStep(p.name, [a for a in p.after if a != "response_cache"], p.batched, p.after_sweep)
+        for p in platform.adapters.plan
+    ]
     plan = [p for p in plan if p.name != "response_cache"]
     request_id, now = open_request(platform, APP, target).request_id, datetime.now(UTC)
     platform.requests.merge_record(request_id, stores=[p.name for p in plan])
     record_approval(platform, request_id, sk)
-    handle = await saga.client.start_workflow(
+    await saga.client.start_workflow(
         ERASURE_WORKFLOW,
         ErasureInput(request_id, sk, APP, now.isoformat(), (now + timedelta(days=30)).isoformat(), 0, plan=plan),
         id=workflow_id(request_id),
         task_queue=saga.settings.task_queue,
     )
-    with pytest.raises(WorkflowFailureError):
-        await asyncio.wait_for(handle.result(), 60)
-    failures = [
-        e.activity_task_failed_event_attributes.failure
-        async for e in handle.fetch_history_events()
-        if e.HasField("activity_task_failed_event_attributes")
-    ]
-    assert [f.application_failure_info.type for f in failures] == [error_types.PLAN_INCOMPLETE]
-    assert platform.requests.get(request_id).state == "failed"
-    assert len(platform.memory_store.rows_of(APP, target)) == rows  # failed before the fence: nothing erased
-    assert not platform.ledger.user_fenced(sk)
+    result = await saga.result(request_id)
+    assert result.status == "completed"
+    assert "response_cache" in [s.name for s in result.steps]  # the worker's plan, not the filer's
+    assert platform.requests.record(request_id).stores == platform.adapters.names
+    assert platform.response_cache.client.zcard(index_key(APP, sk)) == 0
+    body = saga.receipt_body(request_id)
+    final = next(v for v in body["verifications"] if v["phase"] == "final")
+    assert "response_cache" in {c["check"] for c in final["checks"]}
 
 
 async def test_the_scheduled_sweep_keeps_a_held_subjects_late_writes(saga: SagaHarness) -> None:
