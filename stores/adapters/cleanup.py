@@ -144,25 +144,29 @@ class CleanupBooks:
     def _record_and_unlock(
         conn: Connection[tuple[Any, ...]], lock: str, target: str, ran_from: datetime | None, request_id: str
     ) -> None:
-        """One statement (all of it or none): the run that started at ``ran_from`` (None: no run), the request
-        covered, the lock released."""
+        """The run that started at ``ran_from`` (None: no run) and the request covered, in one statement (all
+        of it or none), committed; only then the lock released, so whoever takes it next finds the run.
+        (One statement for both let Postgres release the lock first: a data-modifying CTE the main query does
+        not read runs at the statement's end, and another erasure took the lock, read the old record and ran
+        again.) An unlock that fails here is done by the caller's handler, or by the session's end."""
         conn.execute(
             "WITH ran AS (INSERT INTO table_vacuums (table_name, started_at, finished_at) "
             "SELECT %(t)s, %(started)s, clock_timestamp() WHERE %(ran)s ON CONFLICT (table_name) DO UPDATE "
-            "SET started_at = excluded.started_at, finished_at = excluded.finished_at), "
-            "covered AS (INSERT INTO physical_cleanup (request_id, table_name) VALUES (%(r)s, %(t)s) "
-            "ON CONFLICT (request_id, table_name) DO UPDATE SET vacuumed_at = now()) "
-            "SELECT pg_advisory_unlock(hashtextextended(%(lock)s, 0))",
-            {"t": target, "started": ran_from, "ran": ran_from is not None, "r": request_id, "lock": lock},
-        )
+            "SET started_at = excluded.started_at, finished_at = excluded.finished_at) "
+            "INSERT INTO physical_cleanup (request_id, table_name) VALUES (%(r)s, %(t)s) "
+            "ON CONFLICT (request_id, table_name) DO UPDATE SET vacuumed_at = now()",
+            {"t": target, "started": ran_from, "ran": ran_from is not None, "r": request_id},
+        )  # the pool's connections autocommit: committed here
+        conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (lock,))
 
 
 def _try_lock(conn: Connection[tuple[Any, ...]], lock: str, target: str) -> tuple[bool, datetime | None, datetime]:
-    """One round trip: (got the lock, when the last finished run of ``target`` started, the clock now)."""
-    row = conn.execute(
-        "SELECT pg_try_advisory_lock(hashtextextended(%s, 0)), "
-        "(SELECT started_at FROM table_vacuums WHERE table_name = %s), clock_timestamp()",
-        (lock, target),
-    ).fetchone()
+    """(got the lock, when the last finished run of ``target`` started, the clock when the lock was tried).
+
+    The last run is read in a statement of its own, after the lock was tried: read in the same statement, its
+    snapshot predates the lock and can miss the run whose record was committed just before the lock came free.
+    """
+    row = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0)), clock_timestamp()", (lock,)).fetchone()
     assert row is not None
-    return bool(row[0]), row[1], row[2]
+    last = conn.execute("SELECT started_at FROM table_vacuums WHERE table_name = %s", (target,)).fetchone()
+    return bool(row[0]), last[0] if last else None, row[1]

@@ -6,6 +6,7 @@ unavailable" and were retried with backoff: a compaction step of 19 s at the med
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import psycopg
@@ -118,3 +119,61 @@ def test_a_failed_record_releases_the_lock(platform: Platform) -> None:
     finally:
         with platform.pool.connection() as conn:
             conn.execute("DELETE FROM table_vacuums WHERE table_name = %s", (target,))
+
+
+def test_a_run_is_recorded_before_its_lock_is_released(platform: Platform) -> None:
+    """The run's record and the lock's release were one statement, and Postgres ran the unlock first (a
+    data-modifying CTE the main query does not read runs at the statement's end): while the record waited
+    (here on a row lock; in the wild, for a moment), another erasure took the free lock, read the old record
+    and ran again (``test_vacuum``'s shared-vacuum test counted 6 vacuums for 4 tables once). The lock must
+    be released only once the record is committed, so the other erasure finds the run and shares it."""
+    books = CleanupBooks(platform.pool, "books-test")
+    target = "books_test_record_then_unlock"
+    ran: list[str] = []
+    errors: list[BaseException] = []
+    try:
+        landed_by = books.now()
+        with platform.pool.connection() as conn:  # an older run of the target: the row a later run updates
+            conn.execute(
+                "INSERT INTO table_vacuums (table_name, started_at, finished_at) "
+                "VALUES (%s, now() - interval '1 day', now() - interval '1 day')",
+                (target,),
+            )
+
+        def cover(request_id: str) -> None:
+            try:
+                books.cover(target, landed_by, request_id, lambda _d: None, lambda _c: ran.append(request_id))
+            except BaseException as exc:
+                errors.append(exc)
+
+        with psycopg.connect(platform.config.postgres_url) as holder:  # the record's row, locked for a while
+            holder.execute("SELECT 1 FROM table_vacuums WHERE table_name = %s FOR UPDATE", (target,))
+            first = threading.Thread(target=cover, args=("req-first",))
+            first.start()
+            deadline = time.monotonic() + 30
+            while ran != ["req-first"] or _waiting_on_locks(platform) < 1:  # ran, its record waits
+                assert time.monotonic() < deadline, "the first run never reached its record"
+                time.sleep(0.05)
+            second = threading.Thread(target=cover, args=("req-second",))
+            second.start()
+            time.sleep(1.5)  # three tries of the second erasure (LOCK_RETRY_SECONDS apart)
+            assert ran == ["req-first"], "the second erasure took the lock before the first run was recorded"
+            holder.rollback()
+        for t in (first, second):
+            t.join(timeout=30)
+        assert not errors
+        assert ran == ["req-first"]  # one run, shared
+        assert target in covered_targets(platform.pool, "req-second")
+    finally:
+        with platform.pool.connection() as conn:
+            conn.execute("DELETE FROM physical_cleanup WHERE table_name = %s", (target,))
+            conn.execute("DELETE FROM table_vacuums WHERE table_name = %s", (target,))
+
+
+def _waiting_on_locks(platform: Platform) -> int:
+    with platform.pool.connection() as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+            "WHERE NOT l.granted AND a.datname = current_database()"
+        ).fetchone()
+    return int(row[0]) if row else 0
