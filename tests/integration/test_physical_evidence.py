@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 from psycopg.types.json import Jsonb
 
+from activities import request as request_activities
 from stores.adapters import vacuum as vacuum_module
 from stores.adapters.compaction import CompactionAdapter
 from stores.adapters.interface import AFTER_EVERY_OTHER, Beat, Subject
@@ -257,7 +258,7 @@ def plan_filed_before(platform: Platform) -> list[PlanStep]:
 
 @pytest.mark.asyncio(loop_scope="session")
 async def test_a_deletion_by_the_second_sweep_after_the_physical_steps_fails_both_checks(
-    saga: SagaHarness, local_stack: Settings, no_autovacuum: None
+    saga: SagaHarness, local_stack: Settings, no_autovacuum: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     platform = saga.platform
     user = user_ids(1, 2813, prefix="psweepold")[0]
@@ -266,6 +267,8 @@ async def test_a_deletion_by_the_second_sweep_after_the_physical_steps_fails_bot
     registry = keys_then_late_writes(platform, user, words)
     sk = subject_key(platform.config.subject_secret, APP, user)
     plan = plan_filed_before(platform)
+    # the worker's own plan (``begin_request`` since plan-from-worker-v1) as a worker before this change built it
+    monkeypatch.setattr(request_activities, "worker_plan", lambda _registry: plan, raising=False)
     request_id, now = open_request(platform, APP, user).request_id, datetime.now(UTC)
     platform.requests.merge_record(request_id, stores=[p.name for p in plan])
     record_approval(platform, request_id, sk)
