@@ -76,7 +76,7 @@ async def test_killed_workers_resume_and_the_erasure_completes(
 
 
 FORGET_POINTS = [  # inside apply once the tombstone is placed and the items deleted; inside the re-ingest
-    KillPoint("forget apply after the delete", "forget_apply", lambda d: d.get("stage") == "cache"),
+    KillPoint("forget apply after the delete", "forget_apply", lambda d: d.get("stage") == "response_cache"),
     KillPoint("forget re-ingest verification", "forget_verify", lambda d: d.get("stage") == "reingest"),
 ]
 
