@@ -189,7 +189,8 @@ class MemoryAdapter:
         if record.copies_at_start:  # copies made before the request: another subject's rows, kept, disclosed
             reported["copies_under_other_subjects"] = len(record.copies_at_start)
         # a re-verification after completion: said, never silently skipped
-        note = "canary digests and text runs destroyed at completion, their scans not run" if destroyed else ""
+        scans = "canary digests destroyed at completion, canary scan not run (nor the verbatim-run scan)"
+        note = scans if destroyed else ""
         return Remaining(counts, reported=reported, note=note)
 
     def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:
