@@ -22,7 +22,14 @@ from verifier.receipt_activity import load_receipt
 from workers.codec import ENCODING, EncryptionCodec
 from workers.settings import Settings
 from workflows.contracts import STEPS
-from workflows.erasure import FEWER_ACTIONS, HOLD_GATE_ON_SIGNAL, HOLDS_AND_LIFECYCLE, PARALLEL_DELETION
+from workflows.erasure import (
+    FEWER_ACTIONS,
+    HOLD_GATE_ON_SIGNAL,
+    HOLDS_AND_LIFECYCLE,
+    PARALLEL_DELETION,
+    PHYSICAL_AFTER_SWEEP,
+    PLAN_FROM_WORKER,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -104,7 +111,14 @@ async def test_no_personal_data_anywhere_in_the_orchestration(
     assert clear
     patches = {
         json.dumps({"id": patch_id, "deprecated": False}, separators=(",", ":")).encode()
-        for patch_id in (HOLD_GATE_ON_SIGNAL, PARALLEL_DELETION, HOLDS_AND_LIFECYCLE, FEWER_ACTIONS)
+        for patch_id in (
+            HOLD_GATE_ON_SIGNAL,
+            PARALLEL_DELETION,
+            HOLDS_AND_LIFECYCLE,
+            FEWER_ACTIONS,
+            PHYSICAL_AFTER_SWEEP,
+            PLAN_FROM_WORKER,
+        )
     }
     odd = [
         (dict(p.metadata), p.data[:100])
@@ -126,6 +140,8 @@ async def test_no_personal_data_anywhere_in_the_orchestration(
         PARALLEL_DELETION,
         HOLDS_AND_LIFECYCLE,
         FEWER_ACTIONS,
+        PHYSICAL_AFTER_SWEEP,
+        PLAN_FROM_WORKER,
     }
     # stage names: the saga's own steps and the plan's stores (adapter names, never personal)
     assert keywords <= set(STEPS) | set(saga.platform.adapters.names) | allowed
