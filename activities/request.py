@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -87,6 +89,13 @@ def _event_texts(platform: Any, app_name: str, user_id: str, limit: int = 200) -
     return texts
 
 
+@dataclass(frozen=True)
+class UserText:
+    memories: list[str]
+    events: list[str]
+    derived: list[uuid.UUID]
+
+
 def worker_plan(registry: AdapterRegistry) -> list[PlanStep]:
     """The plan of this process's registry: every configured store, in the order their ``after`` asks."""
     return [PlanStep(p.name, list(p.after), p.batched, p.after_sweep) for p in registry.plan]
@@ -120,8 +129,9 @@ class RequestActivities(PlatformActivities):
                     error_types.PLAN_INCOMPLETE,
                 )
             found = flattened(by_store)
-            canaries = self._canaries(subject.subject_key, subject.app_name, subject.user_id)
-            runs, copies = self._text_runs(subject.subject_key, subject.app_name, subject.user_id)
+            seen = self._user_text(subject.subject_key, subject.app_name, subject.user_id)  # read once, for both
+            canaries = self._canaries(subject.subject_key, subject.app_name, subject.user_id, seen)
+            runs, copies = self._text_runs(subject.subject_key, seen)
             whose = AdapterSubject(inp.request_id, subject.subject_key, subject.app_name, subject.user_id)
             adapters = self.platform.adapters.in_order()
             captured = {a.name: a.capture(whose) for a in adapters if isinstance(a, StartCapture)}
@@ -140,23 +150,29 @@ class RequestActivities(PlatformActivities):
         )
         return BeginResult(now.isoformat(), sessions, len(canaries), plan)
 
-    def _text_runs(self, subject_key: str, app_name: str, user_id: str) -> tuple[list[list[str]], list[str]]:
-        """Runs of the user's words (keyed digests) and the rows of other subjects already holding one: copies
-        made before the request, which the erasure keeps and the receipt discloses (counts only). Rows derived
-        from the user's go with the erasure and are no copies."""
-        secret = self.platform.config.subject_secret
-        texts = [*self.platform.memory.user_texts(subject_key, self.platform.memory_store)]
-        texts += _event_texts(self.platform, app_name, user_id)
+    def _user_text(self, subject_key: str, app_name: str, user_id: str) -> UserText:
+        """What the captures read of the user: a bounded sample of their memories' and events' texts, and the rows
+        derived from their rows or sessions (those go with the erasure: they make no word common, no copy)."""
         refs = [session_ref(subject_key, s) for s in self.platform.sessions.session_ids(app_name, user_id)]
-        derived = self.platform.memory.derived_ids(subject_key, refs)
-        runs = self.platform.memory.distinctive_runs(runs_of(secret, texts), subject_key, derived)
-        copies = self.platform.memory.holders_of_runs(runs, subject_key, self.platform.memory_store, derived)
-        return runs, sorted(str(c) for c in copies)
+        return UserText(
+            self.platform.memory.user_texts(subject_key, self.platform.memory_store),
+            _event_texts(self.platform, app_name, user_id),
+            self.platform.memory.derived_ids(subject_key, refs),
+        )
 
-    def _canaries(self, subject_key: str, app_name: str, user_id: str) -> list[str]:
+    def _text_runs(self, subject_key: str, seen: UserText) -> tuple[list[list[str]], list[str]]:
+        """Runs of the user's words (keyed digests) and the rows of other subjects already holding one: copies
+        made before the request, which the erasure keeps and the receipt discloses (counts only)."""
+        memory, store = self.platform.memory, self.platform.memory_store
+        found = runs_of(self.platform.config.subject_secret, [*seen.memories, *seen.events])
+        runs = memory.distinctive_runs(found, subject_key, seen.derived)
+        return runs, sorted(str(c) for c in memory.holders_of_runs(runs, subject_key, store, seen.derived))
+
+    def _canaries(self, subject_key: str, app_name: str, user_id: str, seen: UserText | None = None) -> list[str]:
         """Keyed digests of distinctive words found in the user's memories and events and nobody else's."""
-        counts = self.platform.memory.user_token_counts(subject_key, self.platform.memory_store)
-        for text in _event_texts(self.platform, app_name, user_id):
+        seen = seen or self._user_text(subject_key, app_name, user_id)
+        counts: dict[str, int] = {}
+        for text in [*seen.memories, *seen.events]:
             for tok in set(tokens(text)):
                 counts[tok] = counts.get(tok, 0) + 1
         candidates = sorted(
@@ -167,9 +183,7 @@ class RequestActivities(PlatformActivities):
         digests = [token_digest(secret, tok) for tok in candidates[:50]]
         # a word the platform already copied into a summary drawing on the user's rows or sessions is
         # still the user's: those summaries go with the erasure, so they do not make the word common
-        refs = [session_ref(subject_key, s) for s in self.platform.sessions.session_ids(app_name, user_id)]
-        derived = self.platform.memory.derived_ids(subject_key, refs)
-        return self.platform.memory.unheld_digests(digests, subject_key, derived)[:CANARY_COUNT]
+        return self.platform.memory.unheld_digests(digests, subject_key, seen.derived)[:CANARY_COUNT]
 
     @activity.defn(name=Activities.HOLD_ACTIVE)
     @translate_errors

@@ -548,14 +548,6 @@ class MemoryEraser:
             ).fetchone()
         return (str(row[0]), bytes(row[1])) if row else None
 
-    def user_token_counts(self, subject: str, store: MemoryStore, limit: int = 200) -> dict[str, int]:
-        """Word frequencies over a bounded sample of the user's rows (decrypted in memory only)."""
-        counts: dict[str, int] = {}
-        for text in self.user_texts(subject, store, limit):
-            for tok in set(tokens(text)):
-                counts[tok] = counts.get(tok, 0) + 1
-        return counts
-
     def user_texts(self, subject: str, store: MemoryStore, limit: int = 200) -> list[str]:
         """The texts of a bounded sample of the user's rows (decrypted in memory only)."""
         with self._pool.connection() as conn:
