@@ -48,7 +48,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import structlog
+
 from stores.embedding import Embedder, HashingEmbedder
+from stores.heap_scrub import scrub_freed_heap
 from stores.identity import session_ref, subject_key
 from stores.vector_rotation import rotate
 
@@ -60,6 +63,8 @@ if TYPE_CHECKING:
 DB_FILE = "chroma.sqlite3"
 ROTATION_KEY = "erasure:rotation-key"  # collection metadata: the data key whose rotation its vectors are under
 COLLECTION = "memories"
+
+log = structlog.get_logger("stores.chroma_memory")
 
 
 def subject_directory(root: Path, subject: str) -> Path:
@@ -88,6 +93,10 @@ class ChromaMemory:
         embedder: Embedder | None = None,
     ) -> None:
         self.path = Path(path)
+        # Chroma's index files are written from uninitialised memory: freed bytes must hold nobody's vectors
+        self.heap_scrubbed = scrub_freed_heap()
+        if not self.heap_scrubbed:
+            log.warning("chroma_heap_not_scrubbed", reason="not glibc: index files may hold freed bytes")
         # the backend's root exists from the start: the erasure's check fails closed on a missing root (a
         # verifier pointed at the wrong place), which must not be every erasure before the first Chroma write
         self.path.mkdir(parents=True, exist_ok=True)

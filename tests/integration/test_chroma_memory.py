@@ -233,3 +233,25 @@ def test_a_backend_never_written_to_still_verifies(platform: Platform, tmp_path:
     found = adapter.remaining(subject, record, None, lambda _d: None)
     assert not found.missing
     assert found.counts == {"files_on_disk": 0}
+
+
+def test_a_database_written_after_another_was_dropped_holds_none_of_its_vectors(platform: Platform) -> None:
+    """hnswlib persists its whole level-0 buffer, unused slots included, allocated with ``malloc``: without
+    ``stores.heap_scrub`` a database written in this process after another subject's index was opened and
+    dropped held bytes of that index (seen in one round in two to twelve). Each round opens a subject's index,
+    drops its database, writes another subject's, and scans the second's files for the first's vectors."""
+    app = "chroma-heap"
+    store = platform.chroma_memory
+    assert store.heap_scrubbed  # glibc here: the scrub is on
+    users = user_ids(24, 507, prefix="chromaheap")
+    adapter = platform.adapters.get("chroma_memory")
+    for first, second in zip(users[::2], users[1::2], strict=True):
+        sk_first = subject_key(platform.config.subject_secret, app, first)
+        store.add_unfenced(sk_first, [NewMemory(app, first, f"{first} said thing {i}", kind="fact") for i in range(20)])
+        theirs = needles(platform, app, first)  # opens their index: it is in this process's heap now
+        assert len(theirs) == 40
+        adapter.erase(open_request(platform, app, first), {}, lambda _d: None)
+        assert not store.directory(sk_first).exists()
+        sk_second = subject_key(platform.config.subject_secret, app, second)
+        store.add_unfenced(sk_second, [NewMemory(app, second, f"{second} said one thing", kind="fact")])
+        assert on_disk(store.directory(sk_second), theirs) == set()

@@ -53,6 +53,7 @@ pytestmark = [pytest.mark.integration]
 
 APP = "physical-evidence"
 PAGE = 8192
+SEGMENT_BLOCKS = 131072  # a heap file segment is 1 GiB of 8 KiB pages
 
 
 # ----- raw files ----------------------------------------------------------------------------------------
@@ -84,6 +85,36 @@ def live_tuples_holding(platform: Platform, settings: Settings, table: str, need
     return found
 
 
+def line_pointer_state(platform: Platform, settings: Settings, table: str, ctid: tuple[int, int], needle: str) -> str:
+    """What the heap file says of the tuple a deleted row had at ``ctid``, read after a checkpoint: ``live``
+        (``LP_NORMAL`` and still holding ``needle``: dead and not yet vacuumed), ``pruned`` (``LP_DEAD``: a read
+        of the page pruned its storage, and only a vacuum frees the pointer) or ``freed`` (``LP_UNUSED``, or the
+        slot now holds another tuple: a vacuum ran). Opportunistic pruning is not a vacuum (it counts in neither
+        ``vacuum_count`` nor ``autovacuum_count``), and which page it visits depends on the page's fill. A page
+    or pointer a vacuum truncated away counts as ``freed``."""
+    with platform.pool.connection() as conn:
+        conn.execute("CHECKPOINT")
+        row = conn.execute("SELECT pg_relation_filepath(%s::regclass)", (table,)).fetchone()
+    assert row is not None
+    block, offset = ctid
+    segment, at_block = divmod(block, SEGMENT_BLOCKS)
+    base = PostgresPart(settings).data_dir / str(row[0])
+    path = base if segment == 0 else base.with_name(f"{base.name}.{segment}")
+    page = b""
+    if path.is_file():
+        with path.open("rb") as f:
+            f.seek(at_block * PAGE)
+            page = f.read(PAGE)
+    at = 24 + 4 * (offset - 1)
+    if len(page) < PAGE or at >= int.from_bytes(page[12:14], "little"):
+        return "freed"  # a vacuum truncated the file's empty tail, or the line pointer array
+    (item,) = struct.unpack_from("<I", page, at)
+    off, flags, length = item & 0x7FFF, (item >> 15) & 0x3, item >> 17
+    if flags == 1 and needle.encode() in page[off : off + length]:
+        return "live"
+    return "pruned" if flags == 3 else "freed"
+
+
 def volume_hits(settings: Settings, needle: str) -> list[str]:
     """The SeaweedFS data files holding ``needle``'s bytes."""
     root = settings.state_path / "seaweedfs"
@@ -105,14 +136,18 @@ def canary() -> str:
     return f"PHYSCANARY{uuid.uuid4().hex.upper()}"
 
 
-def plain_user_state(platform: Platform, user: str, word: str) -> None:
+def plain_user_state(platform: Platform, user: str, word: str) -> tuple[int, int]:
     """A user_states row google-adk's plain service would write (raw id, state in clear): a late writer
-    that bypassed the fence, or a row from before sealing."""
+    that bypassed the fence, or a row from before sealing. Returns where its tuple went (block, offset)."""
     with platform.pool.connection() as conn:
-        conn.execute(
-            "INSERT INTO user_states (app_name, user_id, state, update_time) VALUES (%s, %s, %s, now())",
+        row = conn.execute(
+            "INSERT INTO user_states (app_name, user_id, state, update_time) VALUES (%s, %s, %s, now())"
+            " RETURNING ctid::text",
             (APP, user, Jsonb({"note": word})),
-        )
+        ).fetchone()
+    assert row is not None
+    block, offset = row[0].strip("()").split(",")
+    return int(block), int(offset)
 
 
 def plain_artifact(platform: Platform, user: str, word: str) -> None:
@@ -195,15 +230,15 @@ async def test_a_vacuum_step_that_records_coverage_without_vacuuming_fails_its_c
     user = user_ids(1, 2811, prefix=f"pvac{plant[:4]}")[0]
     await saga.seed(APP, [user], "small", 2811)
     word = canary()
-    plain_user_state(platform, user, word)
+    ctid = plain_user_state(platform, user, word)
     assert live_tuples_holding(platform, local_stack, "user_states", word) == 1  # the scan sees the row
     request_id, result = await erase_with(saga, registry_with(platform, adapter), APP, user)
     assert result.status == "verification_failed"
     checks = final_checks(saga, request_id)
     assert failed(checks) == {"vacuum"}, checks
     assert checks["vacuum"]["counts"]["tables_not_vacuumed"] == len(TABLES)
-    # the books say covered; the heap file agrees with the check: the erased row's tuple is still there
-    assert live_tuples_holding(platform, local_stack, "user_states", word) == 1
+    # the books say covered; the heap file agrees with the check: the erased row's tuple was not vacuumed
+    assert line_pointer_state(platform, local_stack, "user_states", ctid, word) in {"live", "pruned"}
     with platform.pool.connection() as conn:
         assert conn.execute("SELECT count(*) FROM user_states WHERE user_id = %s", (user,)).fetchone() == (0,)
 
@@ -229,13 +264,17 @@ async def test_a_compaction_step_that_records_coverage_without_compacting_fails_
     assert all(h.endswith(".dat") for h in hits), hits
 
 
-def keys_then_late_writes(platform: Platform, user: str, words: dict[str, str]) -> AdapterRegistry:
+def keys_then_late_writes(
+    platform: Platform, user: str, words: dict[str, str], placed: dict[str, tuple[int, int]] | None = None
+) -> AdapterRegistry:
     """The keys step wrapped: once it returns (the user fenced, every store's first pass done), a late
     writer that bypassed the fence leaves a plain user_states row and a plain artifact; only the second
     sweep deletes them."""
 
     def write(_subject: Subject) -> None:
-        plain_user_state(platform, user, words["row"])
+        ctid = plain_user_state(platform, user, words["row"])
+        if placed is not None:
+            placed["row"] = ctid
         plain_artifact(platform, user, words["object"])
 
     return registry_with(platform, Wrapped(platform.adapters.get("keys"), after_erase=write))
@@ -264,7 +303,8 @@ async def test_a_deletion_by_the_second_sweep_after_the_physical_steps_fails_bot
     user = user_ids(1, 2813, prefix="psweepold")[0]
     await saga.seed(APP, [user], "small", 2813)
     words = {"row": canary(), "object": canary()}
-    registry = keys_then_late_writes(platform, user, words)
+    placed: dict[str, tuple[int, int]] = {}
+    registry = keys_then_late_writes(platform, user, words, placed)
     sk = subject_key(platform.config.subject_secret, APP, user)
     plan = plan_filed_before(platform)
     # the worker's own plan (``begin_request`` since plan-from-worker-v1) as a worker before this change built it
@@ -293,8 +333,8 @@ async def test_a_deletion_by_the_second_sweep_after_the_physical_steps_fails_bot
     checks = final_checks(saga, request_id)
     assert failed(checks) == {"vacuum", "compaction"}, checks
     assert "deleted again after the evidence was read" in checks["vacuum"]["detail"]
-    # the files agree: what the sweep deleted is still in the heap and in a volume file
-    assert live_tuples_holding(platform, local_stack, "user_states", words["row"]) == 1
+    # the files agree: what the sweep deleted was vacuumed by no one and is still in a volume file
+    assert line_pointer_state(platform, local_stack, "user_states", placed["row"], words["row"]) in {"live", "pruned"}
     assert volume_hits(local_stack, words["object"])
 
 
@@ -309,7 +349,8 @@ async def test_the_real_path_covers_what_the_second_sweep_deleted_and_the_files_
     plain_user_state(platform, user, before["row"])
     plain_artifact(platform, user, before["object"])
     late = {"row": canary(), "object": canary()}  # written after keys: deleted by the second sweep only
-    request_id, result = await erase_with(saga, keys_then_late_writes(platform, user, late), APP, user)
+    placed: dict[str, tuple[int, int]] = {}
+    request_id, result = await erase_with(saga, keys_then_late_writes(platform, user, late, placed), APP, user)
     sweep = next(s for s in result.steps if s.name == "sweep")
     assert sweep.counts.get("user_states", 0) >= 1, sweep.counts
     assert sweep.counts.get("artifacts", 0) >= 1, sweep.counts
@@ -325,6 +366,9 @@ async def test_the_real_path_covers_what_the_second_sweep_deleted_and_the_files_
     for words in (before, late):  # the files agree: no tuple names the rows, no volume holds the objects
         assert live_tuples_holding(platform, local_stack, "user_states", words["row"]) == 0
         assert volume_hits(local_stack, words["object"]) == []
+    # VACUUM (INDEX_CLEANUP ON) freed the late row's line pointer itself (a prune alone leaves it LP_DEAD)
+    state = line_pointer_state(platform, local_stack, "user_states", placed["row"], late["row"])
+    assert state == "freed", (state, placed)
     # and the raw scan still sees what is there: a control's row and object, written now
     control = {"row": canary(), "object": canary()}
     plain_user_state(platform, user_ids(1, 2815, prefix="pcontrol")[0], control["row"])
