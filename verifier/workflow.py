@@ -16,16 +16,14 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from workflows import activity_refs as refs
-    from workflows import error_types
+    from workflows import retry_policies
     from workflows.contracts import Activities, CheckInput, CheckResult, ChecksInput, VerifyInput, VerifyResult
 
 #: the checks of requests filed before plans existed (a plan's request names its own: its stores and the fence)
 CHECKS = ("sessions", "artifacts", "memory", "logs", "keys", "fence")
-RETRY = RetryPolicy(maximum_interval=timedelta(seconds=30), non_retryable_error_types=list(error_types.NON_RETRYABLE))
 CHECK_TIMEOUT = timedelta(minutes=10)
 HEARTBEAT_TIMEOUT = timedelta(seconds=20)
 
@@ -41,7 +39,7 @@ class VerifierWorkflow:
                 ChecksInput(inp.request_id, inp.subject_key, inp.app_name, names, inp.phase),
                 start_to_close_timeout=CHECK_TIMEOUT * len(names),
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                retry_policy=RETRY,
+                retry_policy=retry_policies.STEP,
                 summary=f"{len(names)} checks: " + ", ".join(names),
             )
             results = together.checks
@@ -58,7 +56,7 @@ class VerifierWorkflow:
             result_type=CheckResult,
             start_to_close_timeout=CHECK_TIMEOUT,
             heartbeat_timeout=HEARTBEAT_TIMEOUT,
-            retry_policy=RETRY,
+            retry_policy=retry_policies.STEP,
         )
         assert isinstance(result, CheckResult)
         return result

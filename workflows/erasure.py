@@ -48,12 +48,11 @@ from datetime import datetime, timedelta
 from typing import TypeVar, cast
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from workflows import activity_refs as refs
-    from workflows import error_types
+    from workflows import retry_policies
     from workflows.contracts import (
         FENCE_CHECK,
         STEPS,
@@ -85,12 +84,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.search_attributes import ERASURE_DUE_DATE, ERASURE_STAGE, ERASURE_STATUS
 
-RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=30),
-    non_retryable_error_types=list(error_types.NON_RETRYABLE),
-)
 QUICK_TIMEOUT = timedelta(seconds=15)
 BATCH_TIMEOUT = timedelta(minutes=30)
 HEARTBEAT_TIMEOUT = timedelta(seconds=10)
@@ -107,14 +100,16 @@ async def call(name: str, arg: object, result_type: type[T], *, batched: bool = 
         result_type=result_type,
         start_to_close_timeout=BATCH_TIMEOUT if batched else QUICK_TIMEOUT,
         heartbeat_timeout=HEARTBEAT_TIMEOUT if batched else None,
-        retry_policy=RETRY,
+        retry_policy=retry_policies.STEP,
     )
     return cast(T, result)
 
 
 async def quick(declared: Callable[[A], T], arg: A) -> T:
     """Run a quick activity by its typed declaration (``workflows.activity_refs``) with the saga's policy."""
-    return await workflow.execute_activity(declared, arg, start_to_close_timeout=QUICK_TIMEOUT, retry_policy=RETRY)
+    return await workflow.execute_activity(
+        declared, arg, start_to_close_timeout=QUICK_TIMEOUT, retry_policy=retry_policies.STEP
+    )
 
 
 def plan_step_names(plan: list[PlanStep], late: frozenset[str] = frozenset()) -> tuple[str, ...]:
@@ -157,14 +152,7 @@ SEQUENTIAL_STEPS = ("fence", "artifacts", "sessions", "memory", "logs", "keys")
 SIDE_BY_SIDE = (("artifacts",), ("sessions", "memory"), ("logs",))
 
 
-WEBHOOK_TIMEOUT = timedelta(seconds=30)
-#: a receiver that is away is retried with backoff for about an hour, then given up (the erasure goes on)
-WEBHOOK_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(minutes=10),
-    maximum_attempts=12,
-)
+WEBHOOK_TIMEOUT = timedelta(seconds=30)  # per attempt; retried by retry_policies.WEBHOOK (about an hour)
 
 
 def hold_recheck_interval(rechecks: int) -> timedelta:
@@ -337,7 +325,10 @@ class ErasureWorkflow:
             )
             self._notices.append(
                 workflow.start_activity(
-                    refs.send_webhook, event, start_to_close_timeout=WEBHOOK_TIMEOUT, retry_policy=WEBHOOK_RETRY
+                    refs.send_webhook,
+                    event,
+                    start_to_close_timeout=WEBHOOK_TIMEOUT,
+                    retry_policy=retry_policies.WEBHOOK,
                 )
             )
 
@@ -496,7 +487,7 @@ class ErasureWorkflow:
                 StoreStepInput(step.request_id, step.subject_key, step.app_name, name),
                 start_to_close_timeout=BATCH_TIMEOUT if planned[name].batched else QUICK_TIMEOUT,
                 heartbeat_timeout=HEARTBEAT_TIMEOUT if planned[name].batched else None,
-                retry_policy=RETRY,
+                retry_policy=retry_policies.STEP,
                 activity_id=store_activity_id(name),  # Temporal UI and history readers see which store
                 summary=f"erase {name}",
             )
@@ -506,7 +497,7 @@ class ErasureWorkflow:
                 SweepStoresInput(step.request_id, step.subject_key, step.app_name, list(planned)),
                 start_to_close_timeout=BATCH_TIMEOUT,
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                retry_policy=RETRY,
+                retry_policy=retry_policies.STEP,
                 activity_id="sweep_stores" if self._lean else None,  # older runs: the SDK's own ids
                 summary="second sweep: " + ", ".join(planned),
             )
@@ -515,7 +506,7 @@ class ErasureWorkflow:
                 refs.fence_user_unless_held,
                 step,
                 start_to_close_timeout=QUICK_TIMEOUT,
-                retry_policy=RETRY,
+                retry_policy=retry_policies.STEP,
                 activity_id="fence_user",
             )
         return await call(STEP_ACTIVITY[name], step, StepResult, batched=name in BATCHED_STEPS)
@@ -814,7 +805,7 @@ class ErasureWorkflow:
                     refs.notify_subject,
                     SubjectNotice(inp.request_id, status, ref.sha256),
                     start_to_close_timeout=WEBHOOK_TIMEOUT,
-                    retry_policy=WEBHOOK_RETRY,
+                    retry_policy=retry_policies.WEBHOOK,
                 )
             except ActivityError:
                 workflow.logger.warning("the data subject's notice was not sent")

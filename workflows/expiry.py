@@ -19,11 +19,11 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.exceptions import ActivityError, ChildWorkflowError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import error_types
+    from workflows import retry_policies
     from workflows.expiry_contracts import (
         ExpiryCounts,
         ExpiryFiled,
@@ -39,13 +39,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.forget_contracts import FORGET_WORKFLOW, ForgetInput, ForgetResult, forget_workflow_id
     from workflows.search_attributes import ERASURE_STAGE, ERASURE_STATUS
 
-RETRY = RetryPolicy(maximum_interval=timedelta(seconds=30), non_retryable_error_types=list(error_types.NON_RETRYABLE))
-#: per group: a group whose filing keeps failing is counted after these attempts; the next run tries again
-GROUP_RETRY = RetryPolicy(
-    maximum_interval=timedelta(seconds=30),
-    maximum_attempts=5,
-    non_retryable_error_types=list(error_types.NON_RETRYABLE),
-)
 #: how each group ended, as the field of ``ExpiryCounts`` it counts in
 _OUTCOMES = ("completed", "held", "failed", "in_flight", "skipped_held", "skipped_fenced", "gone")
 
@@ -75,7 +68,7 @@ class ExpirySweepWorkflow:
                 expiry_page,
                 ExpiryPageInput(self._now, *self._cursor, inp.page_size),
                 start_to_close_timeout=timedelta(seconds=60),
-                retry_policy=RETRY,
+                retry_policy=retry_policies.STEP,
             )
             if not page.rows:
                 self._status = "done"
@@ -115,7 +108,7 @@ class ExpirySweepWorkflow:
                 ExpiryFileInput(group.subject_key, group.app_name, group.memory_ids, self._now),
                 start_to_close_timeout=timedelta(minutes=2),
                 heartbeat_timeout=timedelta(seconds=30),
-                retry_policy=GROUP_RETRY,
+                retry_policy=retry_policies.BOUNDED,
             )
         except ActivityError as exc:
             cause = getattr(exc.cause, "type", None) or type(exc.cause).__name__

@@ -13,11 +13,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import error_types
+    from workflows import error_types, retry_policies
     from workflows.forget_contracts import (
         FORGET_STEPS,
         ForgetApplied,
@@ -37,8 +36,6 @@ with workflow.unsafe.imports_passed_through():
         forget_verify,
     )
     from workflows.search_attributes import ERASURE_STAGE, ERASURE_STATUS
-
-RETRY = RetryPolicy(maximum_interval=timedelta(seconds=30), non_retryable_error_types=list(error_types.NON_RETRYABLE))
 
 
 def _deleted_before_hold(cause: BaseException | None) -> int:
@@ -78,7 +75,7 @@ class ForgetWorkflow:
             ForgetVerifyInput(inp.request_id, inp.subject_key, inp.app_name, inp.strength, reingest),
             start_to_close_timeout=timedelta(minutes=20),
             heartbeat_timeout=timedelta(seconds=20),
-            retry_policy=RETRY,
+            retry_policy=retry_policies.STEP,
         )
         self._mark(
             step, "done" if found.passed else "failed", {"failed_checks": sum(not c.passed for c in found.checks)}
@@ -106,7 +103,7 @@ class ForgetWorkflow:
                 forget_finish,
                 ForgetFinish(inp.request_id, self._status, counts),
                 start_to_close_timeout=timedelta(minutes=2),
-                retry_policy=RETRY,
+                retry_policy=retry_policies.STEP,
             )
             if held:
                 return ForgetResult(inp.request_id, self._status, counts)
@@ -115,14 +112,16 @@ class ForgetWorkflow:
     async def _forget(self, inp: ForgetInput) -> ForgetResult:
         step = ForgetStep(inp.request_id, inp.subject_key, inp.app_name, inp.strength)
         quick = timedelta(minutes=2)
-        await workflow.execute_activity(forget_begin, step, start_to_close_timeout=quick, retry_policy=RETRY)
+        await workflow.execute_activity(
+            forget_begin, step, start_to_close_timeout=quick, retry_policy=retry_policies.STEP
+        )
         self._mark("apply", "running")
         applied: ForgetApplied = await workflow.execute_activity(
             forget_apply,
             step,
             start_to_close_timeout=timedelta(minutes=20),
             heartbeat_timeout=timedelta(seconds=20),
-            retry_policy=RETRY,
+            retry_policy=retry_policies.STEP,
         )
         self._mark("apply", "done", applied.counts)
         verifications = [await self._verify(inp, "verify", False)]
@@ -144,13 +143,13 @@ class ForgetWorkflow:
                 applied.stores,
             ),
             start_to_close_timeout=quick,
-            retry_policy=RETRY,
+            retry_policy=retry_policies.STEP,
         )
         self._mark("receipt", "done")
         await workflow.execute_activity(
             forget_finish,
             ForgetFinish(inp.request_id, self._status, applied.counts),
             start_to_close_timeout=quick,
-            retry_policy=RETRY,
+            retry_policy=retry_policies.STEP,
         )
         return ForgetResult(inp.request_id, self._status, applied.counts, verifications, ref.sha256)

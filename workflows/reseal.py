@@ -14,11 +14,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import error_types
+    from workflows import error_types, retry_policies
     from workflows.reseal_contracts import (
         RESEAL_TABLES,
         ResealCounts,
@@ -27,8 +26,6 @@ with workflow.unsafe.imports_passed_through():
         ResealProgress,
         reseal_pages,
     )
-
-RETRY = RetryPolicy(maximum_interval=timedelta(seconds=30), non_retryable_error_types=list(error_types.NON_RETRYABLE))
 
 
 @workflow.defn(name="ResealSessionsWorkflow")
@@ -61,7 +58,7 @@ class ResealSessionsWorkflow:
                 ResealPagesInput(self._table, cursor, inp.page_size, min(inp.pages_per_activity, inp.pages_per_run)),
                 start_to_close_timeout=timedelta(minutes=10),
                 heartbeat_timeout=timedelta(seconds=60),
-                retry_policy=RETRY,
+                retry_policy=retry_policies.STEP,
             )
             self._counts = self._counts.plus(result.counts)
             pages += max(1, result.counts.pages)

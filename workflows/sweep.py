@@ -16,11 +16,10 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import error_types
+    from workflows import retry_policies
     from workflows.contracts import (
         Activities,
         SweepFinding,
@@ -32,13 +31,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.search_attributes import SWEEP_FINDINGS
 
-RETRY = RetryPolicy(maximum_interval=timedelta(seconds=30), non_retryable_error_types=list(error_types.NON_RETRYABLE))
-#: Per subject: a subject whose sweep keeps failing is reported after these attempts, not retried forever.
-SUBJECT_RETRY = RetryPolicy(
-    maximum_interval=timedelta(seconds=30),
-    maximum_attempts=5,
-    non_retryable_error_types=list(error_types.NON_RETRYABLE),
-)
 SUBJECT_FAILURES_PATCH = "subject-failures-v1"
 CONCURRENCY = 20
 MAX_LISTED = 100
@@ -63,7 +55,7 @@ class LateWriterSweepWorkflow:
                 SweepPageInput(inp.lookback_hours, cursor, inp.page_size),
                 result_type=SweepPage,
                 start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=RETRY,
+                retry_policy=retry_policies.STEP,
             )
             assert isinstance(page, SweepPage)
             if not page.request_ids:
@@ -106,7 +98,7 @@ class LateWriterSweepWorkflow:
                 SweepSubjectInput(request_id),
                 result_type=SweepFinding,
                 start_to_close_timeout=timedelta(minutes=10),
-                retry_policy=RETRY,
+                retry_policy=retry_policies.STEP,
             )
             assert isinstance(result, SweepFinding)
             return result
@@ -116,7 +108,7 @@ class LateWriterSweepWorkflow:
                 SweepSubjectInput(request_id),
                 result_type=SweepFinding,
                 start_to_close_timeout=timedelta(minutes=10),
-                retry_policy=SUBJECT_RETRY,
+                retry_policy=retry_policies.BOUNDED,
             )
         except ActivityError as exc:
             cause = getattr(exc.cause, "type", None) or type(exc.cause).__name__
