@@ -15,7 +15,6 @@ from temporalio import activity
 from activities.support import PlatformActivities, count, non_retryable, translate_errors
 from stores import tombstone_journal as journal
 from stores.adapters.interface import StartCapture
-from stores.adapters.interface import Subject as AdapterSubject
 from stores.adapters.registry import AdapterRegistry
 from stores.adk_seal import RowSealer
 from stores.embedding import tokens
@@ -107,6 +106,7 @@ class RequestActivities(PlatformActivities):
     def begin_request(self, inp: StepInput) -> BeginResult:
         """Mark the request running; capture canary digests and a ciphertext sample (once)."""
         subject = self.subject(inp.request_id, inp.subject_key, inp.app_name)
+        user_id = subject.raw_user_id()
         now = datetime.now(UTC)
         requests = self.platform.requests
         requests.set_state(inp.request_id, "running", now)
@@ -115,11 +115,11 @@ class RequestActivities(PlatformActivities):
         if plan is not None and record.stores != [p.name for p in plan]:  # the plan this worker will act on
             requests.merge_record(inp.request_id, stores=[p.name for p in plan])
             record = requests.record(inp.request_id)
-        sessions = len(self.platform.sessions.session_ids(subject.app_name, subject.user_id))
+        sessions = len(self.platform.sessions.session_ids(subject.app_name, user_id))
         if record.canaries is not None:  # a retry after success: keep what was captured first
             return BeginResult(now.isoformat(), sessions, len(record.canaries), plan)
-        with sensitive(subject.user_id):
-            by_store = presence_by_store(self.platform, subject.app_name, subject.user_id, subject.subject_key)
+        with sensitive(user_id):
+            by_store = presence_by_store(self.platform, subject.app_name, user_id, subject.subject_key)
             missing = unplanned_stores(by_store, record.stores) if record.stores is not None else []
             if missing:  # decided where the work is done: this worker's registry, not the filer's
                 requests.merge_record(inp.request_id, found_at_start=flattened(by_store))
@@ -129,12 +129,11 @@ class RequestActivities(PlatformActivities):
                     error_types.PLAN_INCOMPLETE,
                 )
             found = flattened(by_store)
-            seen = self._user_text(subject.subject_key, subject.app_name, subject.user_id)  # read once, for both
-            canaries = self._canaries(subject.subject_key, subject.app_name, subject.user_id, seen)
+            seen = self._user_text(subject.subject_key, subject.app_name, user_id)  # read once, for both
+            canaries = self._canaries(subject.subject_key, subject.app_name, user_id, seen)
             runs, copies = self._text_runs(subject.subject_key, seen)
-            whose = AdapterSubject(inp.request_id, subject.subject_key, subject.app_name, subject.user_id)
             adapters = self.platform.adapters.in_order()
-            captured = {a.name: a.capture(whose) for a in adapters if isinstance(a, StartCapture)}
+            captured = {a.name: a.capture(subject) for a in adapters if isinstance(a, StartCapture)}
             sample = self.platform.memory.sample_sealed(subject.subject_key)
         if not any(found.values()):
             log.warning("subject_not_found", subject_key=subject.subject_key, request_id=inp.request_id)

@@ -67,19 +67,15 @@ class StoreStepActivities(PlatformActivities):
         super().__init__(platform)
         self.adapters = adapters if adapters is not None else platform.adapters
 
-    def adapter_subject(self, request_id: str, subject_key: str, app_name: str) -> Subject:
-        raw = self.subject(request_id, subject_key, app_name)
-        return Subject(request_id, subject_key, app_name, raw.user_id)
-
     @activity.defn(name=Activities.ERASE_STORE)
     @translate_errors
     def erase_store(self, inp: StoreStepInput) -> StepResult:
-        return erase_in(self.adapters, self.adapter_subject(inp.request_id, inp.subject_key, inp.app_name), inp.store)
+        return erase_in(self.adapters, self.subject(inp.request_id, inp.subject_key, inp.app_name), inp.store)
 
     @activity.defn(name=Activities.ERASE_STORE_UNLESS_HELD)
     @translate_errors
     def erase_store_unless_held(self, inp: StoreStepInput) -> StepResult:
-        subject = self.adapter_subject(inp.request_id, inp.subject_key, inp.app_name)
+        subject = self.subject(inp.request_id, inp.subject_key, inp.app_name)
         if self.held(inp.subject_key):
             return StepResult(inp.store, held=True)
         return erase_in(self.adapters, subject, inp.store)
@@ -100,7 +96,7 @@ class StoreStepActivities(PlatformActivities):
         return self.platform.requests.active_hold(subject_key) is not None
 
     def second_sweep_of(self, inp: StepInput, stores: Sequence[str], *, unless_held: bool = False) -> StepResult:
-        subject = self.adapter_subject(inp.request_id, inp.subject_key, inp.app_name)
+        subject = self.subject(inp.request_id, inp.subject_key, inp.app_name)
         if unless_held and self.held(inp.subject_key):
             return StepResult("sweep", held=True)
         deleted_in: set[str] = set()
@@ -115,7 +111,7 @@ class StoreStepActivities(PlatformActivities):
 
     def legacy_erase(self, inp: StepInput, store: str) -> StepResult:
         """A built-in step's historical activity: the same adapter code, the step's historical name."""
-        return erase_in(self.adapters, self.adapter_subject(inp.request_id, inp.subject_key, inp.app_name), store)
+        return erase_in(self.adapters, self.subject(inp.request_id, inp.subject_key, inp.app_name), store)
 
     def activities(self) -> list[Callable[..., Any]]:
         return [self.erase_store, self.erase_store_unless_held, self.sweep_stores, self.sweep_stores_unless_held]

@@ -7,7 +7,6 @@ import functools
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 import psycopg
@@ -17,6 +16,7 @@ from psycopg_pool import PoolTimeout
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, TemporalError
 
+from stores.adapters.interface import Subject
 from stores.errors import InvalidIdentifier, RecordInvalid, RequestNotFound, UnknownSchema
 from stores.platform import Platform
 from stores.redaction import mask, sensitive
@@ -132,14 +132,6 @@ def beat(**details: Any) -> None:
     activity.heartbeat(details)
     if PAUSE_AFTER_BEAT:
         time.sleep(PAUSE_AFTER_BEAT)
-
-
-@dataclass
-class Subject:
-    request_id: str
-    subject_key: str
-    app_name: str
-    user_id: str
 
 
 class PlatformActivities:

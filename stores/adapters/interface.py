@@ -61,6 +61,12 @@ class Subject:
     app_name: str
     user_id: str | None = None  # None once the request forgot it (re-verification, scheduled sweeps)
 
+    def raw_user_id(self) -> str:
+        """The raw id, for a call that needs it (the activities' ``subject`` checks it against the key)."""
+        if self.user_id is None:
+            raise ValueError("the request's user id was already forgotten")
+        return self.user_id
+
 
 @dataclass(frozen=True)
 class Bound:
