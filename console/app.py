@@ -24,7 +24,7 @@ import asyncio
 import functools
 import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime
 from typing import Annotated, Any, cast
 
@@ -42,6 +42,7 @@ from console.http_guards import BodyLimit, RateLimit, SecurityHeaders
 from console.identity import Principal, actor_ref
 from console.intake import KetchDeleteRequest, csv_rows, ketch_due, ketch_error, ketch_identity, ketch_response
 from console.oidc import IdpUnavailable, InvalidToken, OidcVerifier
+from console.readiness import Readiness
 from console.sessions import SessionStore
 from console.tokens import MINTABLE, TokenError, TokenStore
 from stores.approvals import Decision as ApprovalDecision
@@ -81,7 +82,7 @@ PERMISSIONS: dict[str, frozenset[str]] = {
     # reads them; a requester files by description and sees which items matched, not what they say
     "content:read": frozenset({"approver"}),
 }
-PUBLIC_PATHS = frozenset({"/healthz", "/openapi.json", "/login", "/auth/callback", "/logout"})
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json", "/login", "/auth/callback", "/logout"})
 _EMAIL = re.compile(r"\A[^@\s]+@[^@\s]+\.[^@\s]+\Z")  # \Z: "$" would let a trailing newline through
 _GUARD = "__erasure_permission__"
 
@@ -107,6 +108,7 @@ class Console:
     temporal_ui_upstream: str | None = None  # a Temporal UI (public path /temporal) proxied behind the login
     cross_site_cookie: bool = False  # SameSite=None session cookie (a Temporal UI on another site decodes)
     sessions: SessionStore | None = None  # server-side page sessions (logout ends them); None: from the pool
+    readiness: Readiness = field(default_factory=lambda: Readiness([]))  # /readyz's parts (none: never ready)
 
     def __post_init__(self) -> None:
         if self.sessions is None:
@@ -527,7 +529,15 @@ def create_app(console: Console) -> FastAPI:
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
+        """Liveness: the process answers (a constant; no service is asked)."""
         return {"status": "ok"}
+
+    @app.get("/readyz", responses={503: {"description": "a part is not ready or was not reached in time"}})
+    async def readyz() -> JSONResponse:
+        """Readiness: every service the console depends on, checked at once under one deadline; one line
+        (name, ok, detail) per part, 503 unless all are ok."""
+        ready, body = await console.readiness.answer()
+        return JSONResponse(body, status_code=200 if ready else 503)
 
     @app.get("/api/me")
     async def me(p: Self) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Build the console from settings: the OIDC verifier, the token store, the audit log, the receipt key."""
+"""Build the console from settings: the OIDC verifier, the token store, the audit log, the receipt key, the
+readiness check's parts."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ from temporalio.client import Client
 from console.app import Console
 from console.audit import AuditLog
 from console.oidc import OidcVerifier
+from console.readiness import Readiness
 from console.tokens import TokenStore
 from stores.platform import Platform
 from verifier.receipt import signing_key
+from workers.check import console_parts
 from workers.codec import EncryptionCodec
 from workers.local_secrets import Secrets
 from workers.settings import Settings
@@ -43,4 +46,5 @@ def build_console(settings: Settings, secrets: Secrets, platform: Platform, clie
         codec_origins=settings.codec_origins,
         temporal_ui_upstream=settings.ui_proxy_upstream,
         cross_site_cookie=settings.console_cross_site_cookie,
+        readiness=Readiness(console_parts(settings, secrets)),
     )

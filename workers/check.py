@@ -23,6 +23,10 @@ whatever a client library does.
 
 A failure is one line with the reason (an error code or the first line of the error), never a secret.
 Production code: it imports nothing of the local stack.
+
+The console's ``/readyz`` (``console/readiness.py``) runs the parts the console depends on
+(``console_parts``: postgres, temporal, and the receipts bucket that anchors its audit log) with the same
+``run_parts`` under a shorter deadline.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 
 from botocore.exceptions import ClientError
@@ -70,7 +74,11 @@ def check_postgres(settings: Settings) -> PartCheck:
     from stores.migrate import discover
 
     latest = max(m.version for m in discover())
-    with psycopg.connect(settings.postgres_url, connect_timeout=int(TIMEOUT), autocommit=True) as conn:
+    try:
+        conn = psycopg.connect(settings.postgres_url, connect_timeout=int(TIMEOUT), autocommit=True)
+    except psycopg.ProgrammingError:  # libpq quotes a malformed URL whole in its message, password and all
+        return PartCheck("postgres", False, "the database URL is malformed (not shown: it may hold the password)")
+    with conn:
         conn.execute(f"SET statement_timeout = {int(TIMEOUT * 1000)}")
         exists = conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL").fetchone()
         if not exists or not exists[0]:
@@ -110,7 +118,9 @@ async def _check_temporal(settings: Settings, secrets: Secrets) -> PartCheck:
 
 
 def check_temporal(settings: Settings, secrets: Secrets) -> PartCheck:
-    return asyncio.run(asyncio.wait_for(_check_temporal(settings, secrets), DEADLINE))
+    # TIMEOUT, as every other client's: _guarded reports a timeout as "no answer within TIMEOUT", and a thread
+    # left behind by a deadline that passed (the console's /readyz runs every few seconds) ends soon after
+    return asyncio.run(asyncio.wait_for(_check_temporal(settings, secrets), TIMEOUT))
 
 
 def check_kms(settings: Settings) -> PartCheck:
@@ -128,12 +138,17 @@ def check_kms(settings: Settings) -> PartCheck:
     return PartCheck("kms", True, f"key {meta.get('KeyId', key_id)} enabled{mode}")
 
 
-def check_buckets(settings: Settings) -> PartCheck:
+def check_buckets(settings: Settings, buckets: Mapping[str, bool] | None = None) -> PartCheck:
+    """``buckets``: bucket -> must be versioned; by default the worker's three (artifacts and logs versioned)."""
     from stores.aws_clients import SINGLE_ATTEMPT, s3_client
     from workers.wiring import aws_endpoints
 
     s3 = s3_client(aws_endpoints(settings), SINGLE_ATTEMPT)
-    plan = {settings.artifact_bucket: True, settings.log_bucket: True, settings.receipt_bucket: False}
+    plan = (
+        dict(buckets)
+        if buckets is not None
+        else {settings.artifact_bucket: True, settings.log_bucket: True, settings.receipt_bucket: False}
+    )
     problems = []
     for bucket, versioned in plan.items():
         try:
@@ -145,7 +160,9 @@ def check_buckets(settings: Settings) -> PartCheck:
             problems.append(f"{bucket} not versioned")
     if problems:
         return PartCheck("buckets", False, "; ".join(problems))
-    return PartCheck("buckets", True, f"{', '.join(plan)} (artifacts and logs versioned)")
+    with_versions = [bucket for bucket, wanted in plan.items() if wanted]
+    note = f" ({', '.join(with_versions)} versioned)" if with_versions else ""
+    return PartCheck("buckets", True, f"{', '.join(plan)}{note}")
 
 
 def check_cache(settings: Settings) -> PartCheck:
@@ -213,6 +230,19 @@ def parts(settings: Settings, secrets: Secrets) -> list[tuple[str, Callable[[], 
         *([("cache", lambda: check_cache(settings))] if settings.response_cache_url is not None else []),
         *([("chroma", lambda: check_chroma(settings))] if settings.chroma_memory_path is not None else []),
         ("adapters", lambda: check_adapters(settings, secrets)),
+    ]
+
+
+def console_parts(settings: Settings, secrets: Secrets) -> list[tuple[str, Callable[[], PartCheck]]]:
+    """The parts the console (``erasure serve``) depends on: its request, approval, token and audit books in
+    Postgres; Temporal (its workflows, updates and visibility); the receipts bucket, where the audit log's head
+    is anchored (the only bucket its IAM policy reaches). Not KMS (the console seals with the service key),
+    not the identity provider (API tokens work without it; a JWT while it is away is answered 503 by the
+    route itself)."""
+    return [
+        ("postgres", lambda: check_postgres(settings)),
+        ("temporal", lambda: check_temporal(settings, secrets)),
+        ("buckets", lambda: check_buckets(settings, {settings.receipt_bucket: False})),
     ]
 
 

@@ -14,7 +14,12 @@ Two modes (``ERASURE_MODE``):
 
 Secrets are ``SecretStr`` (``**********`` in repr, str and errors). A secret read from ``ERASURE_X_FILE``
 lands in field ``x`` (the file is read once, when the settings are built). A bad value becomes one
-``ConfigError`` line naming the variable, never a traceback and never the secret's value.
+``ConfigError`` line naming the variable, never a traceback and never the secret's value: URLs must have an
+allowed scheme, a host and a port in 1..65535, the Temporal address must be ``host:port``, and certificate
+and key files must be readable PEM (``workers/config_checks.py``); every such problem is named in that line.
+
+The standard ``TEMPORAL_*`` client configuration (``TEMPORAL_ADDRESS``, ``TEMPORAL_PROFILE``, ...) fills the
+``ERASURE_TEMPORAL_*`` settings left unset, through ``temporalio.envconfig`` (``workers/temporal_env.py``).
 """
 
 from __future__ import annotations
@@ -28,11 +33,13 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import quote, urlsplit
 
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
+from workers import config_checks
 from workers.errors import ConfigError
+from workers.temporal_env import standard_temporal
 
 PREFIX = "ERASURE_"
 _REQUIRED: dict[str, Any] = {"required_in_production": True}
@@ -54,6 +61,48 @@ SECRET_FILES: dict[str, str] = {
 
 #: secrets that are 32 random bytes written as 64 hex digits
 HEX_SECRETS = ("subject_key_secret", "signing_key", "payload_key")
+
+_HTTP = frozenset({"http", "https"})
+
+#: URL field -> how ``config_checks.url_problem`` checks it (``oidc_issuer``: https, http in local mode only)
+URL_RULES: dict[str, dict[str, Any]] = {
+    "s3_endpoint": {"schemes": _HTTP, "words": ("aws",)},
+    "kms_endpoint": {"schemes": _HTTP, "words": ("aws",)},
+    "s3_compaction_url": {
+        "schemes": _HTTP,
+        "words": ("none",),
+        "origin_only": True,
+        "expected": "the SeaweedFS master's http(s) URL or 'none'",
+    },
+    "s3_compaction_filer_url": {
+        "schemes": _HTTP,
+        "words": ("none",),
+        "origin_only": True,
+        "expected": "the SeaweedFS filer's http(s) URL or 'none'",
+    },
+    "temporal_ui_url": {"schemes": _HTTP},
+    "temporal_ui_upstream": {"schemes": _HTTP, "words": ("none",)},
+    "console_url": {"schemes": _HTTP},
+    "oidc_issuer": {"schemes": _HTTP},
+    "cache_url": {
+        "schemes": frozenset({"redis", "rediss", "valkey", "valkeys", "unix"}),
+        "words": ("none",),
+        "hostless_schemes": ("unix",),
+        "secret": True,
+    },
+    "smtp_url": {"schemes": frozenset({"smtp", "smtps"}), "secret": True},
+}
+
+#: comma-separated URL fields -> how each entry is checked
+URL_LIST_RULES: dict[str, dict[str, Any]] = {
+    "webhook_urls": {"schemes": _HTTP},
+    "callback_allowed_urls": {"schemes": _HTTP, "no_user_or_query": True},
+    "codec_allowed_origins": {"schemes": _HTTP, "origin_only": True},
+}
+
+#: fields naming PEM files: certificates (a CA bundle or one certificate) and the private key
+CERTIFICATE_FILES = ("temporal_tls_ca_file", "temporal_tls_cert_file", "aws_ca_bundle", "database_sslrootcert")
+KEY_FILES = ("temporal_tls_key_file",)
 
 _environ: ContextVar[Mapping[str, str] | None] = ContextVar("erasure_settings_environ", default=None)
 
@@ -401,15 +450,82 @@ class Settings(BaseSettings):
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        """The settings from ``environ`` (default ``os.environ``); a ``ConfigError`` naming the variable."""
-        unknown_settings(os.environ if environ is None else environ)
+        """The settings from ``environ`` (default ``os.environ``); a ``ConfigError`` naming the variable.
+
+        ``TEMPORAL_*`` values fill the ``ERASURE_TEMPORAL_*`` settings left unset (``workers/temporal_env.py``);
+        their problems and the settings' own are reported together, in one line."""
+        env = os.environ if environ is None else environ
+        unknown_settings(env)
+        standard = standard_temporal(env)
         token = _environ.set(environ)
         try:
-            return cls()
+            settings = cls(**standard.values)
         except ValidationError as exc:
-            raise ConfigError(_one_line(exc)) from None
+            problems = [*standard.problems, *_problems(exc, env, standard.origins)]
+            raise ConfigError("; ".join(problems)) from None
+        except ConfigError as exc:
+            raise ConfigError("; ".join([*standard.problems, str(exc)])) from None
         finally:
             _environ.reset(token)
+        if standard.problems:
+            raise ConfigError("; ".join(standard.problems))
+        return settings
+
+    @field_validator(*URL_RULES, mode="after")
+    @classmethod
+    def _url(cls, value: str | SecretStr, info: ValidationInfo) -> str | SecretStr:
+        name = str(info.field_name)
+        rule = dict(URL_RULES[name])
+        if name == "oidc_issuer" and info.data.get("mode") == "production":
+            rule.update(schemes=frozenset({"https"}), expected="an https URL (production mode)")
+        plain = value.get_secret_value() if isinstance(value, SecretStr) else value
+        problem = config_checks.url_problem(plain, **rule)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator(*URL_LIST_RULES, mode="after")
+    @classmethod
+    def _url_list(cls, value: str, info: ValidationInfo) -> str:
+        rule = URL_LIST_RULES[str(info.field_name)]
+        entries = [e.strip() for e in value.split(",") if e.strip()]
+        problems = [p for p in (config_checks.url_problem(e, **rule) for e in entries) if p]
+        if problems:
+            raise ValueError(f"entries {' and '.join(problems)}" if len(problems) > 1 else f"entry {problems[0]}")
+        return value
+
+    @field_validator("database_url", mode="after")
+    @classmethod
+    def _database_url(cls, value: SecretStr) -> SecretStr:
+        plain = value.get_secret_value()
+        if plain and "://" not in plain and "=" not in plain:
+            raise ValueError("must be a postgresql:// URL or a key=value connection string")
+        problem = config_checks.url_problem(
+            plain if "://" in plain else "", schemes={"postgresql", "postgres"}, host_required=False, secret=True
+        )
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("temporal_address", mode="after")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        problem = config_checks.address_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator(*CERTIFICATE_FILES, *KEY_FILES, mode="after")
+    @classmethod
+    def _pem_file(cls, value: str, info: ValidationInfo) -> str:
+        if info.field_name in KEY_FILES:
+            problem = config_checks.pem_private_key_problem(value)
+        else:  # libpq's sslrootcert=system: the system's trust store
+            words = ("system",) if info.field_name == "database_sslrootcert" else ()
+            problem = config_checks.pem_certificates_problem(value, words=words)
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @model_validator(mode="before")
     @classmethod
@@ -443,12 +559,10 @@ class Settings(BaseSettings):
             value = self.secret_value(name)
             if value and not re.fullmatch(r"[0-9a-fA-F]{64}", value):
                 raise ConfigError(f"{var(name)}{self._from(name)} must be 32 bytes (64 hex digits)")
-        for name, what in (("s3_compaction_url", "master"), ("s3_compaction_filer_url", "filer")):
-            url = getattr(self, name)
-            if url not in ("", "none") and not re.fullmatch(r"https?://[^\s/?#]+/?", url):
-                raise ConfigError(f"{var(name)} must be the SeaweedFS {what}'s http(s) URL or 'none', got {url!r}")
+        if bool(self.temporal_tls_cert_file) != bool(self.temporal_tls_key_file):
+            raise ConfigError("ERASURE_TEMPORAL_TLS_CERT_FILE and ERASURE_TEMPORAL_TLS_KEY_FILE go together: set both")
         if self.mode == "production":
-            missing = [var(name) for name in required_in_production() if not self._plain(name)]
+            missing = [_or_standard(var(name)) for name in required_in_production() if not self._plain(name)]
             if missing:
                 raise ConfigError(
                     f"ERASURE_MODE=production requires {', '.join(missing)} (secrets may come from the "
@@ -706,9 +820,15 @@ def settings_doc() -> list[tuple[str, str, str, bool]]:
     ]
 
 
+def _or_standard(variable: str) -> str:
+    return f"{variable} (or TEMPORAL_ADDRESS)" if variable == var("temporal_address") else variable
+
+
 def _describe(error: Mapping[str, Any]) -> str:
     kind = str(error.get("type", ""))
     ctx = error.get("ctx") or {}
+    if kind == "value_error":  # our own checks: worded to follow the name, a value shown only when not secret
+        return str(ctx.get("error", "is invalid"))
     if kind in ("int_parsing", "int_type", "int_from_float"):
         return "must be an integer"
     if kind in ("float_parsing", "float_type"):
@@ -728,14 +848,19 @@ def _describe(error: Mapping[str, Any]) -> str:
     return str(error.get("msg", "is invalid")).lower()
 
 
-def _one_line(exc: ValidationError) -> str:
-    """One line naming each bad variable. Values are shown for plain settings only, never for secrets."""
+def _problems(exc: ValidationError, env: Mapping[str, str], origins: Mapping[str, str]) -> list[str]:
+    """One phrase naming each bad variable (the ``TEMPORAL_*`` one or the ``*_FILE`` one a value came from).
+    Values are shown for plain settings only, never for secrets."""
+    given = {k.upper() for k, v in env.items() if v}
     parts = []
     for error in exc.errors():
         name = str(error["loc"][0]) if error.get("loc") else ""
-        where = var(name) if name else "settings"
+        where = origins.get(name) or (var(name) if name else "settings")
+        file_field = SECRET_FILES.get(name)
+        if file_field and name not in origins and var(file_field) in given:
+            where = f"{var(name)} (from {var(file_field)})"
         shown = ""
-        if name and name not in SECRET_FILES and isinstance(error.get("input"), str):
+        if name and name not in SECRET_FILES and isinstance(error.get("input"), str) and error["type"] != "value_error":
             shown = f", got {error['input']!r}"
         parts.append(f"{where} {_describe(error)}{shown}")
-    return "; ".join(parts)
+    return parts

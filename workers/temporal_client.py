@@ -4,7 +4,9 @@ that encodes messages (``workers.codec.data_converter``).
 Connection options come from the settings: namespace; TLS with the system roots or a custom CA
 (``ERASURE_TEMPORAL_TLS_CA_FILE``); an mTLS client certificate and key (``..._TLS_CERT_FILE``,
 ``..._TLS_KEY_FILE``); a server name to verify instead of the address's host (``..._TLS_SERVER_NAME``); an
-API key (``ERASURE_TEMPORAL_API_KEY``, Temporal Cloud), sent only over TLS and never logged. A connection that
+API key (``ERASURE_TEMPORAL_API_KEY``, Temporal Cloud), sent only over TLS and never logged. The standard
+``TEMPORAL_*`` variables and profiles (``temporalio.envconfig``) reach these settings when their
+``ERASURE_TEMPORAL_*`` equivalents are unset (``workers/temporal_env.py``). A connection that
 fails (an untrusted server certificate, a refused client certificate, nothing listening) becomes one
 ``TemporalUnreachable`` line naming the target and the reason.
 """

@@ -10,49 +10,18 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.silent_port import silent_port_fixture  # noqa: F401 (the fixture `silent_port`, used by name)
 from workers.check import PartCheck, run_parts
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def silent_port() -> Iterator[int]:
-    """A TCP listener that accepts every connection and never sends a byte."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(64)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        server.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                conn, _addr = server.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            held.append(conn)
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield server.getsockname()[1]
-    stop.set()
-    thread.join(2)
-    for conn in held:
-        conn.close()
-    server.close()
 
 
 def test_a_check_against_services_that_never_answer_ends_within_its_deadline(silent_port: int, tmp_path: Path) -> None:

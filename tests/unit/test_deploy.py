@@ -547,6 +547,7 @@ def test_k8s_console_serves_on_every_interface_on_its_configured_port() -> None:
 
 def test_k8s_console_is_non_root_with_probes_and_resources() -> None:
     from console.app import PUBLIC_PATHS
+    from console.readiness import DEADLINE as READY_DEADLINE
 
     spec = _pod_spec(_k8s("Deployment", "erasure-console"))
     assert spec["securityContext"]["runAsNonRoot"] is True
@@ -556,11 +557,12 @@ def test_k8s_console_is_non_root_with_probes_and_resources() -> None:
     assert security["allowPrivilegeEscalation"] is False
     assert security["readOnlyRootFilesystem"] is True
     assert security["capabilities"]["drop"] == ["ALL"]
-    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+    for probe, path in (("startupProbe", "/healthz"), ("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
         get = container[probe]["httpGet"]
         assert get["path"] in PUBLIC_PATHS, f"{probe} must ask a path that needs no login"
-        assert get["path"] == "/healthz"
+        assert get["path"] == path, "readiness asks the services; startup and liveness only the process"
         assert _named_port(container, get["port"]) == _named_port(container, "http")
+    assert container["readinessProbe"]["timeoutSeconds"] > READY_DEADLINE, "the check answers within the probe"
     assert _k8s("Deployment", "erasure-console")["spec"]["replicas"] >= 2
 
 
@@ -621,6 +623,7 @@ def test_temporal_ui_decodes_through_the_console_in_k8s() -> None:
 
 def test_compose_console_service() -> None:
     from console.app import PUBLIC_PATHS
+    from console.readiness import DEADLINE as READY_DEADLINE
     from console.temporal_ui import CODEC_PATH, PROXY_PREFIX
 
     console = _service("console")
@@ -632,8 +635,11 @@ def test_compose_console_service() -> None:
     port = env.get(CONSOLE_PORT_VAR) or DEFAULTS[CONSOLE_PORT_VAR]
     assert console["ports"] == [f"127.0.0.1:{port}:{port}"], "published on the host's loopback only"
     health = " ".join(console["healthcheck"]["test"])
-    assert f"http://127.0.0.1:{port}/healthz" in health
-    assert "/healthz" in PUBLIC_PATHS
+    assert f"http://127.0.0.1:{port}/readyz" in health, "healthy: the services it depends on are ready"
+    assert "/readyz" in PUBLIC_PATHS
+    waits = re.search(r"timeout=(\d+(?:\.\d+)?)\)", health)
+    assert waits is not None, "the healthcheck gives up after a timeout"
+    assert float(waits.group(1)) > READY_DEADLINE, "the check answers within the wait"
     assert console["depends_on"]["setup"]["condition"] == "service_completed_successfully"
 
     ui = _service("temporal-ui")
