@@ -99,9 +99,17 @@ def settings_tls(settings: Settings) -> TemporalTls:
     )
 
 
+def temporal_api_key(settings: Settings) -> str | None:
+    """The API key as it is now: read again from ``ERASURE_TEMPORAL_API_KEY_FILE`` when one is named (a
+    rotated secret is used by the next connection), else the value given."""
+    if settings.temporal_api_key_file:
+        return _read(settings.temporal_api_key_file, "ERASURE_TEMPORAL_API_KEY_FILE").decode().strip() or None
+    return settings.secret_value("temporal_api_key") or None
+
+
 async def connect(settings: Settings, secrets: Secrets | None = None, *, metrics_port: int = 0) -> Client:
     secrets = secrets or load_secrets(settings)
-    api_key = settings.secret_value("temporal_api_key") or None
+    api_key = temporal_api_key(settings)
     tls = tls_config(settings_tls(settings), api_key=api_key is not None)
     try:
         return await Client.connect(
