@@ -30,13 +30,22 @@ def _worker(args: argparse.Namespace, settings: Settings) -> int:
 
         return check.main(settings, secrets, as_json=args.json, deadline=args.deadline)
 
+    from workers.credential_reload import TemporalCredentials
     from workers.temporal_client import connect
     from workers.worker import run_worker
 
     async def main() -> None:
         client = await connect(settings, secrets, metrics_port=settings.metrics_port_int)
+        credentials = TemporalCredentials(settings, secrets, client, metrics_port=settings.metrics_port_int)
         with _platform(settings) as platform:
-            await run_worker(client, settings.task_queue, platform, secrets.signing_key, settings.chaos_pause_seconds)
+            await run_worker(
+                client,
+                settings.task_queue,
+                platform,
+                secrets.signing_key,
+                settings.chaos_pause_seconds,
+                credentials=credentials,
+            )
 
     asyncio.run(main())
     return 0

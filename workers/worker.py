@@ -47,6 +47,7 @@ from stores.platform import Platform
 from verifier.checks import VerifierActivities
 from verifier.receipt_activity import ReceiptActivities
 from verifier.workflow import VerifierWorkflow
+from workers.credential_reload import TemporalCredentials
 from workers.logging_setup import get_logger
 from workflows.erasure import ErasureWorkflow
 from workflows.expiry import ExpirySweepWorkflow
@@ -146,8 +147,15 @@ def build_worker(
 
 
 async def run_worker(
-    client: Client, task_queue: str, platform: Platform, signing_seed: bytes, chaos_pause: float = 0.0
+    client: Client,
+    task_queue: str,
+    platform: Platform,
+    signing_seed: bytes,
+    chaos_pause: float = 0.0,
+    credentials: TemporalCredentials | None = None,
 ) -> None:
+    """Run until SIGTERM or SIGINT; ``credentials`` (when given) keeps the worker's client on the Temporal
+    certificate and API key files as they are now (``workers.credential_reload``)."""
     support.PAUSE_AFTER_BEAT = chaos_pause
     worker = build_worker(client, task_queue, platform, signing_seed)
     stop = asyncio.Event()
@@ -156,6 +164,9 @@ async def run_worker(
         loop.add_signal_handler(sig, stop.set)
     log.info("worker_started", task_queue=task_queue)
     async with worker:
+        watching = asyncio.create_task(credentials.watch(worker, stop)) if credentials is not None else None
         await stop.wait()
         log.info("worker_stopping", graceful_seconds=GRACEFUL_SHUTDOWN.total_seconds())
+        if watching is not None:
+            await watching
     log.info("worker_stopped")

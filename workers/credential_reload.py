@@ -1,0 +1,120 @@
+"""Temporal credentials re-read when their files change: a certificate or API key rotated without a restart.
+
+A Kubernetes secret volume (or cert-manager's renewal, or Vault's agent) replaces the files in place; a
+worker that read them once would keep presenting the old certificate until it expired. The worker polls the
+files' contents every ``POLL`` seconds:
+
+- a TLS file changed (CA, client certificate or key): a new connection is made with ``connect`` (which reads
+  the files again) and handed to the running worker (``Worker.client``: the SDK's own way to swap a
+  worker's client; calls in flight finish on the old one);
+- only the API key file changed: the client's key is replaced in place (``Client.api_key``: sent with the
+  next call).
+
+A file caught half-written, a certificate that does not load or a server that refuses it changes nothing:
+the current connection stays, the failure is logged by variable name (never a file's contents), and the
+next poll tries again. Nothing here reads or logs a key's value beyond handing it to the SDK.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import structlog
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from workers.errors import ConfigError
+from workers.local_secrets import Secrets
+from workers.settings import Settings
+from workers.temporal_client import TemporalUnreachable, connect, temporal_api_key
+
+log = structlog.get_logger("workers.credential_reload")
+
+POLL = 30.0  # seconds between two reads of the files
+
+Outcome = Literal["unchanged", "reconnected", "api_key", "failed"]
+
+
+def _digest(paths: tuple[str, ...]) -> str:
+    """A digest of the files' contents ('' for none); an unreadable file counts as its own state."""
+    h = hashlib.sha256()
+    for path in paths:
+        h.update(path.encode() + b"\0")
+        try:
+            h.update(Path(path).read_bytes())
+        except OSError as exc:
+            h.update(f"unreadable:{type(exc).__name__}".encode())
+        h.update(b"\0")
+    return h.hexdigest() if paths else ""
+
+
+@dataclass(frozen=True)
+class CredentialFiles:
+    tls: tuple[str, ...]
+    api_key: tuple[str, ...]
+
+    @classmethod
+    def of(cls, settings: Settings) -> CredentialFiles:
+        tls = tuple(
+            p
+            for p in (settings.temporal_tls_ca_file, settings.temporal_tls_cert_file, settings.temporal_tls_key_file)
+            if p
+        )
+        return cls(tls, (settings.temporal_api_key_file,) if settings.temporal_api_key_file else ())
+
+    @property
+    def any(self) -> bool:
+        return bool(self.tls or self.api_key)
+
+
+class TemporalCredentials:
+    """The process's Temporal client, kept on the credentials its files hold now (``refresh``, ``watch``)."""
+
+    def __init__(self, settings: Settings, secrets: Secrets, client: Client, *, metrics_port: int = 0) -> None:
+        self.settings = settings
+        self.secrets = secrets
+        self.client = client
+        self.metrics_port = metrics_port
+        self.files = CredentialFiles.of(settings)
+        self._tls = _digest(self.files.tls)
+        self._api_key = _digest(self.files.api_key)
+
+    async def refresh(self, worker: Worker | None = None) -> Outcome:
+        """Read the files once; reconnect or replace the key if they changed (see the module)."""
+        tls, api_key = _digest(self.files.tls), _digest(self.files.api_key)
+        if tls != self._tls:
+            try:
+                client = await connect(self.settings, self.secrets, metrics_port=self.metrics_port)
+            except (ConfigError, TemporalUnreachable) as exc:
+                log.warning("temporal_credentials_not_reloaded", files="tls", reason=str(exc)[:300])
+                return "failed"
+            self.client, self._tls, self._api_key = client, tls, api_key
+            if worker is not None:
+                worker.client = client
+            log.info("temporal_credentials_reloaded", files="tls", reconnected=True)
+            return "reconnected"
+        if api_key != self._api_key:
+            try:
+                key = temporal_api_key(self.settings)
+            except ConfigError as exc:
+                log.warning("temporal_credentials_not_reloaded", files="api_key", reason=str(exc)[:300])
+                return "failed"
+            self.client.api_key = key
+            self._api_key = api_key
+            log.info("temporal_credentials_reloaded", files="api_key", reconnected=False)
+            return "api_key"
+        return "unchanged"
+
+    async def watch(self, worker: Worker | None, stop: asyncio.Event, every: float = POLL) -> None:
+        """Refresh every ``every`` seconds until ``stop`` is set (nothing to watch: returns at once)."""
+        if not self.files.any:
+            return
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), every)
+            except TimeoutError:
+                await self.refresh(worker)
