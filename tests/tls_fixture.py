@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import datetime
 import ipaddress
+import os
 import ssl
 import struct
 import threading
@@ -34,6 +35,7 @@ class Pki:
     client_cert: Path
     client_key: Path
     other_ca: Path  # a CA that signed nothing here
+    ca_key: Path  # to issue another client certificate (a rotation)
 
 
 def _name(cn: str) -> x509.Name:
@@ -123,6 +125,7 @@ def make_pki(directory: Path) -> Pki:
         client_cert=directory / "client.pem",
         client_key=directory / "client-key.pem",
         other_ca=directory / "other-ca.pem",
+        ca_key=directory / "ca-key.pem",
     )
     pki.ca.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     pki.server_cert.write_bytes(server.public_bytes(serialization.Encoding.PEM))
@@ -130,7 +133,25 @@ def make_pki(directory: Path) -> Pki:
     pki.other_ca.write_bytes(other.public_bytes(serialization.Encoding.PEM))
     _write_key(server_key, pki.server_key)
     _write_key(client_key, pki.client_key)
+    _write_key(ca_key, pki.ca_key)
     return pki
+
+
+def issue_client(pki: Pki, cert_path: Path, key_path: Path) -> int:
+    """A new client certificate from the test CA, written over ``cert_path`` and ``key_path`` the way a
+    secret volume is updated (each file replaced whole); its serial number."""
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    ca = x509.load_pem_x509_certificate(pki.ca.read_bytes())
+    key, cert = _leaf(ca_key, ca, "erasure-worker", server=False)
+    for path, write in (
+        (key_path, lambda p: _write_key(key, p)),
+        (cert_path, lambda p: p.write_bytes(cert.public_bytes(serialization.Encoding.PEM))),
+    ):
+        fresh = path.with_name(path.name + ".new")
+        write(fresh)
+        os.replace(fresh, path)
+    return cert.serial_number
 
 
 class TlsProxy:
@@ -151,6 +172,9 @@ class TlsProxy:
         self._server: asyncio.Server | None = None
         self.port = 0
         self.connections = 0
+        self.peer_serials: list[int] = []  # the client certificate of each accepted connection
+        self._refused: set[int] = set()
+        self._open: dict[int, set[asyncio.StreamWriter]] = {}
 
     def start(self) -> TlsProxy:
         self._thread.start()
@@ -163,7 +187,31 @@ class TlsProxy:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
-        await self._bridge(reader, writer)
+        peer = writer.get_extra_info("peercert") or {}
+        serial = int(peer["serialNumber"], 16) if "serialNumber" in peer else None
+        if serial is None:
+            await self._bridge(reader, writer)
+            return
+        self.peer_serials.append(serial)
+        if serial in self._refused:
+            writer.close()
+            return
+        self._open.setdefault(serial, set()).add(writer)
+        try:
+            await self._bridge(reader, writer)
+        finally:
+            self._open[serial].discard(writer)
+
+    def refuse(self, serial: int) -> None:
+        """Close every connection made with the client certificate ``serial`` and refuse new ones (a
+        certificate the server no longer accepts)."""
+
+        async def close() -> None:
+            self._refused.add(serial)
+            for writer in list(self._open.get(serial, ())):
+                writer.close()
+
+        asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
 
     async def _bridge(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

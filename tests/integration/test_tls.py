@@ -26,7 +26,8 @@ from botocore.exceptions import SSLError
 
 from stores.aws_clients import AwsEndpoints, s3_client
 from tests.saga_harness import SagaHarness
-from tests.tls_fixture import Pki, PostgresTlsProxy, TlsProxy, make_pki
+from tests.tls_fixture import Pki, PostgresTlsProxy, TlsProxy, issue_client, make_pki
+from workers.credential_reload import TemporalCredentials
 from workers.errors import ConfigError
 from workers.local_secrets import load_secrets
 from workers.settings import Settings
@@ -210,3 +211,43 @@ def test_s3_over_https_needs_the_ca_bundle(local_stack: Settings, pki: Pki, prox
     untrusted = s3_client(AwsEndpoints(s3_url=url, kms_url=None, region="us-east-1", local=True))
     with pytest.raises(SSLError):
         untrusted.head_bucket(Bucket=local_stack.artifact_bucket)
+
+
+# ----- Temporal: a client certificate rotated on disk ---------------------------------------------
+
+
+@aio
+@pytest.mark.usefixtures("aws_credentials")
+async def test_a_client_certificate_replaced_on_disk_is_used_by_the_running_workers_next_connection(
+    local_stack: Settings, pki: Pki, proxies: dict[str, TlsProxy], tmp_path: Path
+) -> None:
+    """The worker's certificate is renewed in place; the server then stops accepting the old one (closes
+    its connections, refuses new ones). The running worker, refreshed, finishes an erasure on the new one."""
+    cert, key = tmp_path / "client.pem", tmp_path / "client-key.pem"
+    first = issue_client(pki, cert, key)
+    settings = tls_settings(
+        local_stack, pki, proxies, ERASURE_TEMPORAL_TLS_CERT_FILE=str(cert), ERASURE_TEMPORAL_TLS_KEY_FILE=str(key)
+    )
+    secrets = load_secrets(settings)
+    temporal = proxies["temporal"]
+    credentials = TemporalCredentials(settings, secrets, await connect(settings, secrets))
+    assert first in temporal.peer_serials
+    assert await credentials.refresh() == "unchanged"
+    with build_platform(settings, key_cache_ttl=0.0) as platform:
+        await SagaHarness(credentials.client, platform, settings).seed("tls", ["tls-carol", "tls-dave"], "small", 92)
+        worker = build_worker(credentials.client, settings.task_queue, platform, secrets.signing_key)
+        async with worker:
+            second = issue_client(pki, cert, key)
+            assert await credentials.refresh(worker) == "reconnected"
+            assert worker.client is credentials.client
+            assert second in temporal.peer_serials
+            temporal.refuse(first)  # the old certificate is no longer accepted: only the new connection works
+            harness = SagaHarness(credentials.client, platform, settings)
+            result = await asyncio.wait_for(harness.erase("tls", "tls-carol"), 120)
+        assert result.status == "completed", result
+    # a certificate caught half-written changes nothing: the current connection stays
+    cert.write_text("-----BEGIN CERTIFICATE-----\nMIIB")
+    kept = credentials.client
+    assert await credentials.refresh() == "failed"
+    assert credentials.client is kept
+    assert await credentials.refresh() == "failed"  # and the next poll tries again
