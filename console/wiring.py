@@ -42,7 +42,7 @@ def build_console(settings: Settings, secrets: Secrets, platform: Platform, clie
         intake_identity_space=settings.intake_identity_space,
         oidc_client_id=settings.oidc_client_id,
         public_url=settings.console_base_url,
-        codec=EncryptionCodec(secrets.payload_key),
+        codec=EncryptionCodec(secrets.payload_key, secrets.payload_old_keys),
         codec_origins=settings.codec_origins,
         temporal_ui_upstream=settings.ui_proxy_upstream,
         cross_site_cookie=settings.console_cross_site_cookie,

@@ -84,9 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
     down.set_defaults(handler=_stack_down)
     stack_sub.add_parser("status", help="running/healthy/stopped per part").set_defaults(handler=_stack_status)
 
-    from workers import commands, forget_commands, memory_commands
+    from workers import commands, deployment_commands, forget_commands, memory_commands
 
     commands.register(sub)
+    deployment_commands.register(sub)
     forget_commands.register(sub, commands.add_user_arguments)
     memory_commands.register(sub, commands.add_user_arguments)
     return parser

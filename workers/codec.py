@@ -8,6 +8,12 @@ workflow an input, a signal or an update; the workflow task fails with that reas
 codec endpoints for Temporal UI decode leniently (a clear payload is shown as it is) and never encode.
 Used together with ``DefaultFailureConverterWithEncodedAttributes``, which moves error messages and stack traces into an
 encoded (thus encrypted) payload. Operators decode for Temporal UI through ``erasure codec-server``.
+
+Key rotation: every payload names the key that sealed it (``encryption-key-id``: a hash of the key, never the
+key). Encoding always uses the current key (``ERASURE_PAYLOAD_KEY``); decoding accepts the current key and
+every retired key still listed (``ERASURE_PAYLOAD_OLD_KEYS``), so open workflows whose histories hold
+payloads sealed under an old key keep running after a rotation. A payload under a key in neither is refused
+with ``UnknownPayloadKey`` naming its key id and the ids known (deploy/README.md, "Rotating the payload key").
 """
 
 from __future__ import annotations
@@ -29,6 +35,10 @@ class PlaintextPayload(ValueError):
     """A payload that is not encrypted with our codec, refused by a strict decode."""
 
 
+class UnknownPayloadKey(ValueError):
+    """A payload sealed under a key that is neither the current payload key nor a listed old one."""
+
+
 class EncryptionCodec(PayloadCodec):
     def __init__(self, key: bytes, old_keys: Iterable[bytes] = (), *, strict: bool = False) -> None:
         self._strict = strict
@@ -41,6 +51,11 @@ class EncryptionCodec(PayloadCodec):
         copy = EncryptionCodec.__new__(EncryptionCodec)
         copy._strict, copy._key_id, copy._ciphers = False, self._key_id, self._ciphers
         return copy
+
+    @property
+    def key_ids(self) -> list[str]:
+        """The ids of the keys this codec decodes with, the current one (which it encodes with) first."""
+        return list(self._ciphers)
 
     @staticmethod
     def key_id(key: bytes) -> str:
@@ -70,14 +85,18 @@ class EncryptionCodec(PayloadCodec):
             key_id = p.metadata.get("encryption-key-id", b"").decode()
             cipher = self._ciphers.get(key_id)
             if cipher is None:
-                raise ValueError(f"unknown payload encryption key id {key_id}")
+                raise UnknownPayloadKey(
+                    f"payload sealed under key id {key_id or '(none)'}, which is neither the current payload key "
+                    f"nor one of ERASURE_PAYLOAD_OLD_KEYS (known key ids: {', '.join(self.key_ids)})"
+                )
             out.append(Payload.FromString(cipher.decrypt(p.data[:12], p.data[12:], None)))
         return out
 
 
-def data_converter(key: bytes) -> temporalio.converter.DataConverter:
+def data_converter(key: bytes, old_keys: Iterable[bytes] = ()) -> temporalio.converter.DataConverter:
+    """Encodes under ``key``; decodes payloads sealed under ``key`` or any of ``old_keys`` (a rotation)."""
     return dataclasses.replace(
         temporalio.converter.DataConverter.default,
-        payload_codec=EncryptionCodec(key, strict=True),
+        payload_codec=EncryptionCodec(key, old_keys, strict=True),
         failure_converter_class=temporalio.converter.DefaultFailureConverterWithEncodedAttributes,
     )

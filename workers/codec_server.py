@@ -151,8 +151,9 @@ def serve(settings: Settings, port: int, host: str = "127.0.0.1") -> None:
     token = settings.secret_value("codec_token")
     if not token:
         raise ConfigError("ERASURE_CODEC_TOKEN is not set: the codec server decodes history only for callers with it")
+    secrets = load_secrets(settings)
     app = create_app(
-        EncryptionCodec(load_secrets(settings).payload_key),
+        EncryptionCodec(secrets.payload_key, secrets.payload_old_keys),
         token=token,
         ui_url=settings.ui_url,
         allowed_hosts=[f"{host}:{port}", host, f"localhost:{port}", "localhost"],

@@ -32,7 +32,10 @@ def _worker(args: argparse.Namespace, settings: Settings) -> int:
 
     from workers.credential_reload import TemporalCredentials
     from workers.temporal_client import connect
+    from workers.versioning import deployment_config
     from workers.worker import run_worker
+
+    deployment = deployment_config(settings)  # refused here, before anything connects
 
     async def main() -> None:
         client = await connect(settings, secrets, metrics_port=settings.metrics_port_int)
@@ -45,6 +48,7 @@ def _worker(args: argparse.Namespace, settings: Settings) -> int:
                 secrets.signing_key,
                 settings.chaos_pause_seconds,
                 credentials=credentials,
+                deployment=deployment,
             )
 
     asyncio.run(main())

@@ -35,6 +35,8 @@ class Secrets:
     subject_key_secret: bytes
     signing_key: bytes
     payload_key: bytes
+    #: retired payload keys, still decoding (``ERASURE_PAYLOAD_OLD_KEYS``; never in the local secrets file)
+    payload_old_keys: tuple[bytes, ...] = ()
 
     def __repr__(self) -> str:
         return "Secrets(<redacted>)"
@@ -122,4 +124,7 @@ def load_secrets(settings: Settings) -> Secrets:
         for name in _LENGTHS:
             if not values[name]:
                 values[name], where[name] = stored[name], f"{name} in {path}"
-    return Secrets(**{name: _parse(name, value, where[name]) for name, value in values.items()})
+    old_keys = tuple(bytes.fromhex(k) for k in settings.payload_old_key_list)  # checked by the settings
+    return Secrets(
+        **{name: _parse(name, value, where[name]) for name, value in values.items()}, payload_old_keys=old_keys
+    )

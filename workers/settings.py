@@ -55,6 +55,7 @@ SECRET_FILES: dict[str, str] = {
     "subject_key_secret": "subject_key_secret_file",
     "signing_key": "signing_key_file",
     "payload_key": "payload_key_file",
+    "payload_old_keys": "payload_old_keys_file",
     "codec_token": "codec_token_file",
     "temporal_api_key": "temporal_api_key_file",
 }
@@ -216,6 +217,16 @@ class Settings(BaseSettings):
     )
     temporal_api_key_file: str = Field(default="", description=_file_help("temporal_api_key"))
     task_queue: str = Field(default="erasure", min_length=1, description="Task queue of the erasure worker.")
+    worker_deployment_name: str = Field(
+        default="",
+        description="Temporal Worker Deployment of the workers (worker versioning, see deploy/README.md): a worker "
+        "then needs ERASURE_WORKER_BUILD_ID; 'erasure deployment' operates on it. Empty: unversioned workers.",
+    )
+    worker_build_id: str = Field(
+        default="",
+        description="Build id of this worker's code within ERASURE_WORKER_DEPLOYMENT_NAME (the image tag, say); "
+        "a new build id for every release that changes workflow code.",
+    )
     database_url: SecretStr = Field(
         default=SecretStr(""),
         description="Postgres URL of the platform stores (a secret: it may hold a password). Empty: the "
@@ -410,6 +421,12 @@ class Settings(BaseSettings):
         json_schema_extra=_REQUIRED,
     )
     payload_key_file: str = Field(default="", description=_file_help("payload_key"))
+    payload_old_keys: SecretStr = Field(
+        default=SecretStr(""),
+        description="Comma-separated hex AES-256 payload keys retired by a rotation, still used to decode (never "
+        "to encode) until no open workflow holds payloads sealed under them.",
+    )
+    payload_old_keys_file: str = Field(default="", description=_file_help("payload_old_keys"))
     codec_token: SecretStr = Field(
         default=SecretStr(""),
         description="Bearer token (32+ characters) the codec server requires. Empty: 'erasure codec-server' "
@@ -559,6 +576,14 @@ class Settings(BaseSettings):
             value = self.secret_value(name)
             if value and not re.fullmatch(r"[0-9a-fA-F]{64}", value):
                 raise ConfigError(f"{var(name)}{self._from(name)} must be 32 bytes (64 hex digits)")
+        for i, key in enumerate(self.payload_old_key_list):
+            if not re.fullmatch(r"[0-9a-fA-F]{64}", key):
+                where = var("payload_old_keys") + self._from("payload_old_keys")
+                raise ConfigError(f"{where}: key {i + 1} must be 32 bytes (64 hex digits); separate keys with commas")
+        if self.worker_build_id and not self.worker_deployment_name:
+            raise ConfigError("ERASURE_WORKER_BUILD_ID needs ERASURE_WORKER_DEPLOYMENT_NAME (the deployment it is of)")
+        if "." in self.worker_deployment_name:
+            raise ConfigError("ERASURE_WORKER_DEPLOYMENT_NAME must not contain '.' (Temporal joins name.build_id)")
         if bool(self.temporal_tls_cert_file) != bool(self.temporal_tls_key_file):
             raise ConfigError("ERASURE_TEMPORAL_TLS_CERT_FILE and ERASURE_TEMPORAL_TLS_KEY_FILE go together: set both")
         if self.mode == "production":
@@ -590,6 +615,11 @@ class Settings(BaseSettings):
         return value.get_secret_value() if isinstance(value, SecretStr) else str(value)
 
     # ----- typed accessors ----------------------------------------------------------------------
+
+    @property
+    def payload_old_key_list(self) -> list[str]:
+        """The retired payload keys (hex), in the order given; empty entries dropped."""
+        return [k.strip() for k in self.secret_value("payload_old_keys").split(",") if k.strip()]
 
     @property
     def production(self) -> bool:

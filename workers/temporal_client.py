@@ -115,7 +115,7 @@ async def connect(settings: Settings, secrets: Secrets | None = None, *, metrics
         return await Client.connect(
             settings.temporal_target,
             namespace=settings.temporal_namespace,
-            data_converter=data_converter(secrets.payload_key),
+            data_converter=data_converter(secrets.payload_key, secrets.payload_old_keys),
             runtime=runtime_for(metrics_port),
             tls=tls,
             api_key=api_key,

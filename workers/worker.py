@@ -24,6 +24,7 @@ from temporalio.worker import (
     ActivityOutboundInterceptor,
     Interceptor,
     Worker,
+    WorkerDeploymentConfig,
 )
 
 from activities import support
@@ -128,8 +129,15 @@ def workflows() -> list[type]:
 
 
 def build_worker(
-    client: Client, task_queue: str, platform: Platform, signing_seed: bytes, *, activities: Sequence[Any] = ()
+    client: Client,
+    task_queue: str,
+    platform: Platform,
+    signing_seed: bytes,
+    *,
+    activities: Sequence[Any] = (),
+    deployment: WorkerDeploymentConfig | None = None,
 ) -> Worker:
+    """``deployment``: the Worker Deployment version to poll as (``workers.versioning``); ``None``: unversioned."""
     objects = list(activities) or activity_objects(platform, signing_seed)
     return Worker(
         client,
@@ -143,6 +151,7 @@ def build_worker(
         # flush heartbeat details within a second, so a crash loses at most one batch of progress
         max_heartbeat_throttle_interval=timedelta(seconds=1),
         default_heartbeat_throttle_interval=timedelta(seconds=1),
+        deployment_config=deployment,
     )
 
 
@@ -153,16 +162,18 @@ async def run_worker(
     signing_seed: bytes,
     chaos_pause: float = 0.0,
     credentials: TemporalCredentials | None = None,
+    deployment: WorkerDeploymentConfig | None = None,
 ) -> None:
     """Run until SIGTERM or SIGINT; ``credentials`` (when given) keeps the worker's client on the Temporal
     certificate and API key files as they are now (``workers.credential_reload``)."""
     support.PAUSE_AFTER_BEAT = chaos_pause
-    worker = build_worker(client, task_queue, platform, signing_seed)
+    worker = build_worker(client, task_queue, platform, signing_seed, deployment=deployment)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    log.info("worker_started", task_queue=task_queue)
+    version = deployment.version.to_canonical_string() if deployment is not None else "unversioned"
+    log.info("worker_started", task_queue=task_queue, deployment_version=version)
     async with worker:
         watching = asyncio.create_task(credentials.watch(worker, stop)) if credentials is not None else None
         await stop.wait()

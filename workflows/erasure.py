@@ -29,6 +29,10 @@ of any length keeps each run's history small. A failed saga lifts the user fence
 otherwise silently stop remembering) and records the failed step and the fence's fate with the request.
 Histories recorded before these rules replay on the old path (``workflow.patched``).
 
+Worker versioning: each run is pinned to the Worker Deployment version it started on (its code never
+changes under it), and a held saga continues as new at its next re-check once another version is current,
+the new run starting on that version (deploy/README.md, "Worker versioning").
+
 Temporal bills actions (issue 19): since ``fewer-actions-v1`` the final verification runs its checks in one
 activity and the status and stage search attributes are upserted once per workflow task, only when they
 changed (the values the filer set at start cost nothing), so a small erasure costs about 31 actions, 51
@@ -414,7 +418,13 @@ class ErasureWorkflow:
 
     async def _hold_back_off(self, seen: int) -> None:
         """Wait before the next read of the hold store, or pause this run (see ``_read_hold``)."""
-        if self._rechecks_this_run >= HOLD_RECHECKS_PER_RUN or workflow.info().is_continue_as_new_suggested():
+        info = workflow.info()
+        # a new Worker Deployment version is current: move there now (a run stays pinned to its version)
+        if (
+            self._rechecks_this_run >= HOLD_RECHECKS_PER_RUN
+            or info.is_continue_as_new_suggested()
+            or info.is_target_worker_deployment_version_changed()
+        ):
             self._stop_waiting = True
             raise _PauseForContinueAsNew()
         interval = hold_recheck_interval(self._hold_rechecks)
@@ -746,7 +756,10 @@ class ErasureWorkflow:
                     hold_rechecks=self._hold_rechecks,
                     runs=self._runs,
                 ),
-            )
+            ),
+            # the next run starts on the deployment's current version (then pinned there): a hold of any
+            # length never keeps an old version's workers alive (deploy/README.md, "Worker versioning")
+            initial_versioning_behavior=workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE,
         )
 
     def _restore(self, resume: SagaProgress, verifications: list[VerifyResult]) -> None:
