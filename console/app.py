@@ -44,6 +44,7 @@ from console.intake import KetchDeleteRequest, csv_rows, ketch_due, ketch_error,
 from console.oidc import IdpUnavailable, InvalidToken, OidcVerifier
 from console.readiness import Readiness
 from console.sessions import SessionStore
+from console.telemetry import ConsoleMetrics, Telemetry
 from console.tokens import MINTABLE, TokenError, TokenStore
 from stores.approvals import Decision as ApprovalDecision
 from stores.errors import NotApproved, RequestNotFound
@@ -109,10 +110,12 @@ class Console:
     cross_site_cookie: bool = False  # SameSite=None session cookie (a Temporal UI on another site decodes)
     sessions: SessionStore | None = None  # server-side page sessions (logout ends them); None: from the pool
     readiness: Readiness = field(default_factory=lambda: Readiness([]))  # /readyz's parts (none: never ready)
+    metrics: ConsoleMetrics = field(default_factory=ConsoleMetrics)  # Prometheus, served on a port of its own
 
     def __post_init__(self) -> None:
         if self.sessions is None:
             self.sessions = SessionStore(self.platform.pool)
+        self.metrics.count_open_requests(self.platform.requests.open_by_state)
 
 
 # ----- authentication and permissions -------------------------------------------------------------------
@@ -167,6 +170,7 @@ def refused(request: Request, principal: Principal, permission: str) -> HTTPExce
     where = getattr(route, "path", "") or request.url.path
     detail = {"method": request.method, "route": where, "needs": permission}
     _console(request).audit.append(principal.actor, "access_refused", None, detail)
+    _console(request).metrics.access_refused.labels(permission).inc()
     return HTTPException(403, f"needs one of the roles: {', '.join(sorted(PERMISSIONS[permission]))}")
 
 
@@ -325,6 +329,7 @@ async def file_one(
     )
     if not filed.attached:
         console.audit.append(p.actor, "filed", filed.request_id, {"subject_key": filed.subject_key})
+        console.metrics.filed.labels((filed_with or Filing("api")).source).inc()
     return filed
 
 
@@ -436,7 +441,9 @@ async def decide(
         decision = await _update(console, request_id, update, Decision(me))
     except HTTPException as exc:
         console.audit.append(p.actor, "decision_refused", request_id, {"action": action, "reason": exc.detail})
+        console.metrics.decisions.labels(action, "refused").inc()
         raise
+    console.metrics.decisions.labels(action, "taken").inc()
     if action == "cancelled":
         try:
             await asyncio.to_thread(recorded)
@@ -767,6 +774,7 @@ def create_app(console: Console) -> FastAPI:
     app.add_middleware(SecurityHeaders)
     app.add_middleware(RateLimit, per_minute=console.settings.console_rate_per_minute)
     app.add_middleware(BodyLimit)
+    app.add_middleware(Telemetry, metrics=console.metrics)  # outermost: every answer counted, 429 and 413 too
     assert_every_route_guarded(app)
     return app
 

@@ -2,6 +2,9 @@
 
 ``ca_bundle`` names a PEM file of the CA certificates that an HTTPS endpoint's certificate must chain to
 (an internal CA in front of an S3-compatible store or a KMS proxy); empty: the system's trust store.
+
+Every call is a child span of the current trace, if any (``stores.tracing.instrument_boto``: the operation
+and the bucket, never a key).
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from typing import TYPE_CHECKING
 
 import boto3
 from botocore.config import Config
+
+from stores.tracing import instrument_boto
 
 if TYPE_CHECKING:
     from mypy_boto3_kms import KMSClient
@@ -50,7 +55,7 @@ def s3_client(ep: AwsEndpoints, base: Config = _RETRIES) -> S3Client:
         config = config.merge(
             Config(request_checksum_calculation="when_required", response_checksum_validation="when_required")
         )
-    return boto3.client(
+    client = boto3.client(
         "s3",
         endpoint_url=ep.s3_url,
         region_name=ep.region,
@@ -59,10 +64,11 @@ def s3_client(ep: AwsEndpoints, base: Config = _RETRIES) -> S3Client:
         aws_access_key_id=_key(ep),
         aws_secret_access_key=_key(ep),
     )
+    return instrument_boto(client)
 
 
 def kms_client(ep: AwsEndpoints, base: Config = _RETRIES) -> KMSClient:
-    return boto3.client(
+    client = boto3.client(
         "kms",
         endpoint_url=ep.kms_url,
         region_name=ep.region,
@@ -71,3 +77,4 @@ def kms_client(ep: AwsEndpoints, base: Config = _RETRIES) -> KMSClient:
         aws_access_key_id=_key(ep),
         aws_secret_access_key=_key(ep),
     )
+    return instrument_boto(client)

@@ -25,6 +25,7 @@ from stores.pool_check import RecentlyUsedCheck
 from stores.requests import RequestStore
 from stores.sessions import SessionStore
 from stores.tombstones import TombstoneLedger
+from stores.tracing import TracedCursor
 
 if TYPE_CHECKING:
     from google.adk.sessions import DatabaseSessionService
@@ -78,7 +79,8 @@ class Platform:
             config.postgres_url,
             min_size=1,
             max_size=config.pool_size,
-            kwargs={"autocommit": True},
+            # statements are child spans of the current trace, if any (stores/tracing.py)
+            kwargs={"autocommit": True, "cursor_factory": TracedCursor},
             open=True,
             # a restarted database never hands out dead connections; one back from use a moment ago is not
             # checked again (stores/pool_check.py)

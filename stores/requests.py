@@ -197,6 +197,17 @@ class RequestStore:
             ).fetchall()
         return [ErasureRequestRow.from_row(r) for r in rows]
 
+    def open_by_state(self) -> dict[str, int]:
+        """How many requests are open, per active state (every active state named, 0 included): what the
+        console's metrics report. Counted through the (state, received_at) index: the open requests, not
+        every request ever filed."""
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT state, count(*) FROM erasure_requests WHERE state = ANY(%s) GROUP BY state",
+                (list(ACTIVE_STATES),),
+            ).fetchall()
+        return {state: 0 for state in ACTIVE_STATES} | {str(state): int(n) for state, n in rows}
+
     def app_known(self, app_name: str) -> bool:
         """Whether the platform has ever held data for this app (indexed probes only)."""
         with self._pool.connection() as conn:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 import psycopg
 
 from stores.errors import StoreError
+from workers import tracing
 from workers.errors import ErasureCliError
 from workers.logging_setup import configure_logging
 from workers.settings import Settings
@@ -93,6 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: the service name of a command's spans (``service.name``)
+SERVICE_NAMES = {"worker": "erasure-worker", "serve": "erasure-console"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")  # pgserver's platformdirs, harmless
     parser = build_parser()
@@ -104,6 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = Settings.from_env()
         configure_logging(settings.log_format)
+        tracing.configure(settings, SERVICE_NAMES.get(args.command, "erasure-cli"))
         handler: Handler = args.handler
         return handler(args, settings)
     except (ErasureCliError, StoreError) as exc:
@@ -121,6 +127,7 @@ def run() -> None:
     """Console entry point. Exits without interpreter finalisation: the Temporal client's native runtime
     threads can abort a finalising interpreter (PyGILState_Release), turning success into SIGABRT."""
     code = main()
+    tracing.shutdown()  # the spans still buffered: os._exit runs no exit handlers
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

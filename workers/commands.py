@@ -393,8 +393,14 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         secrets = load_secrets(settings)
         with build_platform(settings, secrets) as platform:
             client = await connect(settings, secrets)
-            app = create_app(build_console(settings, secrets, platform, client))
+            console = build_console(settings, secrets, platform, client)
+            app = create_app(console)
             print(f"compliance API on http://{args.host}:{settings.serve_port} (OpenAPI at /openapi.json)")
+            if settings.console_metrics_port:
+                from console.telemetry import serve_metrics
+
+                serve_metrics(console.metrics, args.host, settings.console_metrics_port)
+                print(f"Prometheus metrics on http://{args.host}:{settings.console_metrics_port}/metrics")
             config = uvicorn.Config(app, host=args.host, port=settings.serve_port, log_level="warning")
             await uvicorn.Server(config).serve()
 

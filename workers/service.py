@@ -19,6 +19,7 @@ from stores.platform import Platform
 from stores.presence import ids_holding_data
 from stores.request_filing import Filing
 from stores.requests import ErasureRequestRow
+from stores.tracing import span
 from workers.errors import ErasureCliError
 from workers.settings import Settings
 from workflows.contracts import (
@@ -124,67 +125,73 @@ async def file_request(
     contact: str | None = None,
     filed_with: Filing | None = None,
 ) -> Filed:
-    received = datetime.now(UTC)
-    due_at = parse_due(due, received, settings)
-    sk = validate_request(platform, app_name, user_id)
-    request_id, created = platform.requests.create(
-        request_id=new_request_id(),
-        subject_key=sk,
-        app_name=app_name,
-        user_id=user_id,
-        received_at=received,
-        due_at=due_at,
-        requested_by=requested_by,
-        reason=reason,
-    )
-    plan = worker_plan(platform.adapters)  # recorded now; a saga since plan-from-worker-v1 asks its worker again
-    if created:  # an attached request keeps the plan it was filed with
-        platform.requests.merge_record(request_id, stores=[p.name for p in plan])
-        if contact:
-            platform.requests.set_contact(request_id, contact)
-        platform.requests.set_filing(request_id, filed_with or Filing("cli"))
-        if approval is None:  # the CLI's single-person path: the operator holds the worker's own secrets
-            by = actor_ref(platform.config.subject_secret, requested_by or "cli")
-            platform.approvals.record(
-                request_id=request_id,
-                subject_key=sk,
-                kind="erasure",
-                path="single_person",
-                decision="approved",
-                requested_by=by,
-                decided_by=by,
-            )
-    row = platform.requests.get(request_id)
-    delay = settings.ingestion_delay if ingestion_delay_seconds is None else ingestion_delay_seconds
-    await client.start_workflow(
-        ERASURE_WORKFLOW,
-        ErasureInput(
-            request_id=request_id,
+    # the root of the request's trace from the CLI, a child of the HTTP request's in the console; the client's
+    # tracing interceptor carries it into the workflow (workers/tracing.py)
+    with span("file erasure request", of="erasure.service") as current:
+        received = datetime.now(UTC)
+        due_at = parse_due(due, received, settings)
+        sk = validate_request(platform, app_name, user_id)
+        request_id, created = platform.requests.create(
+            request_id=new_request_id(),
             subject_key=sk,
             app_name=app_name,
-            received_at=row.received_at.isoformat(),
-            due_at=row.due_at.isoformat(),
-            ingestion_delay_seconds=delay,
-            plan=plan,
-            approval=approval,
-            notify=approval is not None,
-        ),
-        id=workflow_id(request_id),
-        task_queue=settings.task_queue,
-        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        search_attributes=TypedSearchAttributes(
-            [
-                SearchAttributePair(ERASURE_STATUS, "received"),
-                SearchAttributePair(ERASURE_STAGE, "received"),
-                SearchAttributePair(ERASURE_DUE_DATE, row.due_at),
-            ]
-        ),
-        memo={"request_id": request_id, "app": app_name},
-        # what Temporal UI shows for the run (PII-free: the subject key, the app and the due date)
-        static_summary=f"erasure of {sk[:15]}… in {app_name}, due {row.due_at:%Y-%m-%d}",
-        static_details=f"request {request_id}; {'waits for approval (four eyes)' if approval else 'filed by the CLI'}",
-    )
-    return Filed(request_id, sk, workflow_id(request_id), attached=not created, due_at=row.due_at)
+            user_id=user_id,
+            received_at=received,
+            due_at=due_at,
+            requested_by=requested_by,
+            reason=reason,
+        )
+        plan = worker_plan(platform.adapters)  # recorded now; a saga since plan-from-worker-v1 asks its worker again
+        if created:  # an attached request keeps the plan it was filed with
+            platform.requests.merge_record(request_id, stores=[p.name for p in plan])
+            if contact:
+                platform.requests.set_contact(request_id, contact)
+            platform.requests.set_filing(request_id, filed_with or Filing("cli"))
+            if approval is None:  # the CLI's single-person path: the operator holds the worker's own secrets
+                by = actor_ref(platform.config.subject_secret, requested_by or "cli")
+                platform.approvals.record(
+                    request_id=request_id,
+                    subject_key=sk,
+                    kind="erasure",
+                    path="single_person",
+                    decision="approved",
+                    requested_by=by,
+                    decided_by=by,
+                )
+        row = platform.requests.get(request_id)
+        delay = settings.ingestion_delay if ingestion_delay_seconds is None else ingestion_delay_seconds
+        current.set_attribute("erasure.request_id", request_id)
+        current.set_attribute("erasure.attached", not created)
+        await client.start_workflow(
+            ERASURE_WORKFLOW,
+            ErasureInput(
+                request_id=request_id,
+                subject_key=sk,
+                app_name=app_name,
+                received_at=row.received_at.isoformat(),
+                due_at=row.due_at.isoformat(),
+                ingestion_delay_seconds=delay,
+                plan=plan,
+                approval=approval,
+                notify=approval is not None,
+            ),
+            id=workflow_id(request_id),
+            task_queue=settings.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            search_attributes=TypedSearchAttributes(
+                [
+                    SearchAttributePair(ERASURE_STATUS, "received"),
+                    SearchAttributePair(ERASURE_STAGE, "received"),
+                    SearchAttributePair(ERASURE_DUE_DATE, row.due_at),
+                ]
+            ),
+            memo={"request_id": request_id, "app": app_name},
+            # what Temporal UI shows for the run (PII-free: the subject key, the app and the due date)
+            static_summary=f"erasure of {sk[:15]}… in {app_name}, due {row.due_at:%Y-%m-%d}",
+            static_details=f"request {request_id}; "
+            + ("waits for approval (four eyes)" if approval else "filed by the CLI"),
+        )
+        return Filed(request_id, sk, workflow_id(request_id), attached=not created, due_at=row.due_at)
 
 
 def reverify_input(row: ErasureRequestRow, phase: str = "final") -> VerifyInput:

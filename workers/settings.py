@@ -84,6 +84,7 @@ URL_RULES: dict[str, dict[str, Any]] = {
     "temporal_ui_url": {"schemes": _HTTP},
     "temporal_ui_upstream": {"schemes": _HTTP, "words": ("none",)},
     "console_url": {"schemes": _HTTP},
+    "trace_otlp_endpoint": {"schemes": _HTTP},
     "oidc_issuer": {"schemes": _HTTP},
     "cache_url": {
         "schemes": frozenset({"redis", "rediss", "valkey", "valkeys", "unix"}),
@@ -437,6 +438,25 @@ class Settings(BaseSettings):
         default="auto", description="Log output: auto (console on a terminal), json or console."
     )
     metrics_port: int = Field(default=0, ge=0, le=65535, description="Prometheus metrics port of the worker (0: off).")
+    console_metrics_port: int = Field(
+        default=0,
+        ge=0,
+        le=65535,
+        description="Port of the console's Prometheus /metrics (requests by route, requests by state, decisions, "
+        "refused accesses), apart from the console's own port so that the Ingress never exposes it (0: off).",
+    )
+    trace_exporter: Literal["", "none", "console", "otlp"] = Field(
+        default="",
+        description="Where OpenTelemetry spans go: console (one JSON line per span on stdout; stderr for one-shot "
+        "CLI commands), otlp (OTLP/gRPC to ERASURE_TRACE_OTLP_ENDPOINT) or none. Empty: console in production "
+        "mode, none in local mode.",
+    )
+    trace_otlp_endpoint: str = Field(
+        default="",
+        description="OTLP/gRPC collector URL for ERASURE_TRACE_EXPORTER=otlp (http:// for plain gRPC). Empty: "
+        "the standard OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT, else "
+        "http://localhost:4317.",
+    )
     sweep_interval_minutes: int = Field(default=60, ge=1, description="How often the scheduled late-writer sweep runs.")
     sweep_lookback_hours: int = Field(
         default=720, ge=1, description="The sweep checks every subject erased within this many hours."
@@ -805,6 +825,11 @@ class Settings(BaseSettings):
     @property
     def metrics_port_int(self) -> int:
         return self.metrics_port
+
+    @property
+    def traces_to(self) -> str:
+        """Where spans go (``ERASURE_TRACE_EXPORTER``, its default resolved): none, console or otlp."""
+        return self.trace_exporter or ("console" if self.production else "none")
 
     def env(self) -> dict[str, str]:
         """The settings as environment variables (to hand to child processes).

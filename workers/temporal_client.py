@@ -20,6 +20,7 @@ from temporalio.client import Client
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.service import TLSConfig
 
+from workers import tracing
 from workers.codec import data_converter
 from workers.errors import ConfigError, ErasureCliError
 from workers.local_secrets import Secrets, load_secrets
@@ -119,6 +120,7 @@ async def connect(settings: Settings, secrets: Secrets | None = None, *, metrics
             runtime=runtime_for(metrics_port),
             tls=tls,
             api_key=api_key,
+            interceptors=tracing.interceptors(),  # workflow and activity spans in the caller's trace
         )
     except RuntimeError as exc:  # the SDK's connection errors; they never carry the API key
         mode = "TLS" if tls else "plain gRPC"

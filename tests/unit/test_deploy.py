@@ -589,6 +589,33 @@ def test_k8s_console_service_and_tls_ingress_reach_the_console() -> None:
     assert backend["port"] in ({"name": port["name"]}, {"number": port["port"]})
 
 
+def test_console_metrics_on_a_port_of_their_own_scraped_from_monitoring_only() -> None:
+    """/metrics is served apart from the console's port: the Service and the Ingress carry only "http"."""
+    container = _console_container()
+    port = int(_console_config()["ERASURE_CONSOLE_METRICS_PORT"])
+    assert _named_port(container, "metrics") == port
+    assert port != _named_port(container, "http")
+    template = _k8s("Deployment", "erasure-console")["spec"]["template"]["metadata"]
+    assert template["annotations"]["prometheus.io/scrape"] == "true"
+    assert template["annotations"]["prometheus.io/port"] == str(port)
+    (service_port,) = _k8s("Service", "erasure-console")["spec"]["ports"]
+    assert _named_port(container, service_port["targetPort"]) != port, "the Service, so the Ingress, never has it"
+    rules = [
+        rule
+        for policy in _policies_for(template["labels"])
+        for rule in policy["spec"].get("ingress", [])
+        if port in {p["port"] for p in rule.get("ports", [])}
+    ]
+    assert rules
+    for rule in rules:
+        for source in rule["from"]:
+            assert source == {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    console = _service("console")
+    assert _service_env(console)["ERASURE_CONSOLE_METRICS_PORT"] == str(port)
+    assert str(port) in [str(e) for e in console.get("expose", [])], "on the compose network"
+    assert not any(str(port) in str(p) for p in console["ports"]), "never published on the host"
+
+
 def test_k8s_console_settings_are_the_identity_provider_and_the_proxied_ui() -> None:
     config = _console_config()
     for var in ("ERASURE_OIDC_ISSUER", "ERASURE_OIDC_CLIENT_ID", "ERASURE_OIDC_AUDIENCE", "ERASURE_CONSOLE_URL"):
@@ -775,7 +802,7 @@ def test_network_policies_open_exactly_the_served_ports() -> None:
     console = _k8s("Deployment", "erasure-console")["spec"]["template"]["metadata"]["labels"]
     worker = _k8s("Deployment", "erasure-worker")["spec"]["template"]["metadata"]["labels"]
     setup = _k8s("Job", "erasure-setup")["spec"]["template"]["metadata"]["labels"]
-    assert _allowed_ports(console) == {_named_port(_console_container(), "http")}
+    assert _allowed_ports(console) == {_named_port(_console_container(), n) for n in ("http", "metrics")}
     assert _allowed_ports(worker) == {9464}
     assert _allowed_ports(setup) == set()
     ui = _k8s("Deployment", "temporal-ui")["spec"]["template"]["metadata"]["labels"]
