@@ -4,15 +4,27 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint typecheck unit stack-up stack-down clean
+.PHONY: install lock demo test lint typecheck unit stack-up stack-down clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-$(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet -e '.[dev]'
+# Dependencies come from the lock (every version and file hash pinned: deploy/locks/), then the project
+# itself without resolving anything again. `make lock` re-resolves after pyproject.toml's dependencies change.
+LOCKS  := deploy/locks
+LOCK   := .lock-venv/bin/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes --quiet \
+          --custom-compile-command "make lock"
+
+$(STAMP): $(BIN)/python pyproject.toml $(LOCKS)/dev.txt
+	$(BIN)/pip install --quiet --require-hashes -r $(LOCKS)/dev.txt
+	$(BIN)/pip install --quiet --no-deps -e .
 	touch $(STAMP)
+
+lock:
+	test -x .lock-venv/bin/uv || ($(PYTHON) -m venv .lock-venv && .lock-venv/bin/pip install --quiet uv)
+	$(LOCK) -o $(LOCKS)/runtime.txt
+	$(LOCK) --extra dev -o $(LOCKS)/dev.txt
 
 install: $(STAMP)
 
@@ -35,4 +47,4 @@ stack-down: $(STAMP)
 	$(BIN)/erasure stack down
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .lock-venv .mypy_cache .ruff_cache .pytest_cache

@@ -1,10 +1,11 @@
 """Issue 14, item 2: the runtime-only install runs the worker's readiness check against real services.
 
-A clean virtual environment gets ``pip install .`` and nothing else (no ``dev`` extra), exactly as the
-Dockerfile installs the image: the local-stack packages are absent from it, and ``erasure worker --check``
-from it, in production mode with every secret given as a ``*_FILE`` file, reaches the real local stack of
-the test fixtures (Postgres, SeaweedFS S3, the KMS endpoint, the Temporal dev server) and reports each part.
-A missing required secret stops it at start with the variable's name, creating nothing.
+A clean virtual environment gets the runtime lock (``deploy/locks/runtime.txt``, hashes required) and
+``pip install --no-deps .``, nothing else (no ``dev`` extra), exactly as the Dockerfile installs the image:
+the local-stack packages are absent from it, and ``erasure worker --check`` from it, in production mode with
+every secret given as a ``*_FILE`` file, reaches the real local stack of the test fixtures (Postgres,
+SeaweedFS S3, the KMS endpoint, the Temporal dev server) and reports each part. A missing required secret
+stops it at start with the variable's name, creating nothing.
 """
 
 from __future__ import annotations
@@ -25,14 +26,16 @@ from workers.wiring import kms_key_id
 pytestmark = [pytest.mark.integration]
 
 ROOT = Path(__file__).resolve().parents[2]
-#: what the Dockerfile copies before ``pip install .``
+#: what the Dockerfile installs first (every version and hash pinned), then copies before ``pip install .``
+LOCK = "deploy/locks/runtime.txt"
 SOURCES = ("pyproject.toml", "README.md", "workflows", "activities", "workers", "stores", "verifier", "console")
 PARTS = ("postgres", "temporal", "kms", "buckets", "cache", "adapters")
 
 
 @pytest.fixture(scope="module")
 def runtime_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv holding ``pip install .`` of a copy of the sources (the build never writes into the repo).
+    """A fresh venv holding the runtime lock and ``pip install --no-deps .`` of a copy of the sources, as the
+    Dockerfile builds the image (the build never writes into the repo).
 
     pip uses its cache and the configured index, so a warm cache makes this take well under a minute."""
     base = tmp_path_factory.mktemp("runtime-install")
@@ -43,16 +46,14 @@ def runtime_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
             shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy2(ROOT / name, src / name)
+    (src / LOCK).parent.mkdir(parents=True)
+    shutil.copy2(ROOT / LOCK, src / LOCK)
     venv = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    install = subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "--disable-pip-version-check", "--quiet", "."],
-        cwd=src,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert install.returncode == 0, install.stderr[-3000:]
+    pip = [str(venv / "bin" / "pip"), "install", "--disable-pip-version-check", "--quiet"]
+    for step in ([*pip, "--require-hashes", "-r", LOCK], [*pip, "--no-deps", "."], [pip[0], "check"]):
+        done = subprocess.run(step, cwd=src, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, (step[1:], done.stdout[-2000:], done.stderr[-3000:])
     return venv
 
 

@@ -371,7 +371,7 @@ def test_dockerfile_base_copies_and_default_command() -> None:
 
 def test_dockerfile_install_step_is_the_runtime_install_test() -> None:
     """The image installs what tests/integration/test_runtime_install.py installs, the same way."""
-    from tests.integration.test_runtime_install import SOURCES
+    from tests.integration.test_runtime_install import LOCK, SOURCES
 
     copied = {
         part.rstrip("/")
@@ -379,7 +379,7 @@ def test_dockerfile_install_step_is_the_runtime_install_test() -> None:
         if ins == "COPY" and "--from" not in args
         for part in args.split()[:-1]
     }
-    assert copied == set(SOURCES)
+    assert copied == {*SOURCES, LOCK}
     env = " ".join(args for ins, args in _final_stage() if ins == "ENV")
     assert "ERASURE_MODE=production" in env, "the image must default to production mode"
 
