@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,3 +74,19 @@ class SagaHarness:
         assert document is not None, "no receipt stored"
         pem = public_key_pem(signing_key(load_secrets(self.settings).signing_key).public_key())
         return verify(document, load_public_key(pem))
+
+
+async def cli(h: SagaHarness, address: str, *args: str) -> tuple[int, str, str]:
+    """Run ``erasure ...`` in a subprocess against the given Temporal frontend address."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "workers.cli",
+        *args,
+        env={**os.environ, **h.settings.env(), "ERASURE_TEMPORAL_ADDRESS": address},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import sys
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -36,7 +35,7 @@ from stores.identity import subject_key
 from stores.memory import NewMemory
 from stores.seeder import user_ids
 from tests.adapter_wrap import Wrapped, registry_with
-from tests.saga_harness import SagaHarness
+from tests.saga_harness import SagaHarness, cli
 from workers.local_secrets import load_secrets
 from workers.service import progress, signal_hold_change
 from workers.worker import activity_objects, build_worker
@@ -172,22 +171,6 @@ async def test_a_hold_placed_without_a_signal_stops_the_next_destructive_step(
     assert all(v == 0 for v in after["counts"].values()), after["counts"]
     if "sweep" in blocked:
         assert {s.name: s for s in result.steps}["sweep"].counts["memory_rows"] == 1
-
-
-async def cli(h: SagaHarness, address: str, *args: str) -> tuple[int, str, str]:
-    """Run ``erasure ...`` in a subprocess against the given Temporal frontend address."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "workers.cli",
-        *args,
-        env={**os.environ, **h.settings.env(), "ERASURE_TEMPORAL_ADDRESS": address},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
 
 
 def closed_port() -> int:

@@ -11,9 +11,7 @@ switch back: new erasures start on A again.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
-import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -26,7 +24,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from stores.identity import subject_key
 from stores.seeder import user_ids
-from tests.saga_harness import SagaHarness
+from tests.saga_harness import SagaHarness, cli
 from workers import versioning
 from workers.local_secrets import load_secrets
 from workers.service import progress, signal_hold_change
@@ -165,21 +163,6 @@ async def test_an_open_erasure_stays_on_its_version_while_new_ones_start_on_the_
             assert code == 0, err
             assert out.splitlines()[0] == f"deployment {deployment}: current A, ramping none", out
             assert re.search(r"^  A +current$", out, re.MULTILINE), out
-
-
-async def cli(h: SagaHarness, address: str, *args: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "workers.cli",
-        *args,
-        env={**os.environ, **h.settings.env(), "ERASURE_TEMPORAL_ADDRESS": address},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
 
 
 async def _on(client: Client, wid: str, build_id: str) -> bool:
