@@ -15,6 +15,13 @@ from workers.settings import Settings, settings_doc
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def start_worker(env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``erasure worker`` in a subprocess with exactly ``env``: how a refusal at start is seen."""
+    return subprocess.run(
+        [sys.executable, "-m", "workers.cli", "worker"], env=env, cwd=cwd, capture_output=True, text=True, timeout=60
+    )
+
+
 def test_defaults_point_at_the_local_stack() -> None:
     s = Settings.from_env({})
     assert s.embedded_postgres
@@ -237,14 +244,7 @@ def test_a_misspelled_variable_fails_the_start_naming_the_one_meant(tmp_path: Pa
     assert "postgresql://x" not in said  # names only, never a value
     assert Settings.from_env({"ERASURE_RECORD_HISTORY": "x"}).mode == "local"  # the test suite's own knobs
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "ERASURE_TEMPORAL_TLS_CA": "/etc/ca.pem"}
-    started = subprocess.run(
-        [sys.executable, "-m", "workers.cli", "worker"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    started = start_worker(env, tmp_path)
     assert started.returncode == 2, started.stdout + started.stderr
     assert "did you mean ERASURE_TEMPORAL_TLS_CA_FILE?" in started.stderr
     assert not (tmp_path / ".state").exists()  # nothing written before the refusal

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from temporalio.service import TLSConfig
 
 from tests.tls_fixture import Pki, make_pki
-from tests.unit.test_settings import HEX, _production_env
+from tests.unit.test_settings import HEX, _production_env, start_worker
 from workers.errors import ConfigError
 from workers.settings import Settings
 from workers.temporal_client import settings_tls, tls_config
@@ -137,14 +135,7 @@ def test_every_problem_is_named_in_one_line_and_the_process_exits_2_writing_noth
         "ERASURE_SMTP_URL": f"smtp://u:{SECRET}@",
         "ERASURE_PG_PORT": "x",
     }
-    started = subprocess.run(
-        [sys.executable, "-m", "workers.cli", "worker"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    started = start_worker(env, tmp_path)
     assert started.returncode == 2, started.stdout + started.stderr
     lines = started.stderr.strip().splitlines()
     assert len(lines) == 1, started.stderr
