@@ -8,13 +8,11 @@ from typing import Any
 from temporalio import activity
 
 from activities.store_steps import StoreStepActivities
-from activities.support import translate_errors
 from workflows.contracts import Activities, StepInput, StepResult
 
 
 class ArtifactActivities(StoreStepActivities):
     @activity.defn(name=Activities.ARTIFACTS)
-    @translate_errors
     def erase_artifacts(self, inp: StepInput) -> StepResult:
         return self.legacy_erase(inp, "artifacts")
 

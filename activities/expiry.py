@@ -17,7 +17,7 @@ from typing import Any
 import structlog
 from temporalio import activity
 
-from activities.support import PlatformActivities, beat, count, keep_sensitive, translate_errors
+from activities.support import PlatformActivities, beat, count, keep_sensitive
 from stores.errors import InvalidIdentifier, RequestNotFound
 from stores.forget_requests import FINAL, ForgetPayload
 from stores.identity import subject_of_stored
@@ -39,7 +39,6 @@ REQUESTED_BY = "schedule:expiry-sweep"
 
 class ExpiryActivities(PlatformActivities):
     @activity.defn(name=ExpiryActivityNames.PAGE)
-    @translate_errors
     def expiry_page(self, inp: ExpiryPageInput) -> ExpiryPage:
         after = (datetime.fromisoformat(inp.after_expires_at), inp.after_id) if inp.after_expires_at else None
         rows = self.platform.memory_states.expired(datetime.fromisoformat(inp.now), inp.limit, after=after)
@@ -49,7 +48,6 @@ class ExpiryActivities(PlatformActivities):
         return ExpiryPage(groups, len(rows), rows[-1].expires_at.isoformat(), rows[-1].id)
 
     @activity.defn(name=ExpiryActivityNames.FILE)
-    @translate_errors
     def expiry_file(self, inp: ExpiryFileInput) -> ExpiryFiled:
         sk, app = inp.subject_key, inp.app_name
         if self.platform.requests.active_hold(sk) is not None:

@@ -7,18 +7,16 @@ from typing import Any
 
 from temporalio import activity
 
-from activities.support import PlatformActivities, translate_errors
+from activities.support import PlatformActivities
 from workflows.contracts import Activities, StepInput, StepResult
 
 
 class FenceActivities(PlatformActivities):
     @activity.defn(name=Activities.FENCE)
-    @translate_errors
     def fence_user(self, inp: StepInput) -> StepResult:
         return self._fence(inp)
 
     @activity.defn(name=Activities.FENCE_UNLESS_HELD)
-    @translate_errors
     def fence_user_unless_held(self, inp: StepInput) -> StepResult:
         """The fence, unless the hold store holds the subject right now (then nothing is done: ``held``)."""
         if self.platform.requests.active_hold(inp.subject_key) is not None:
@@ -30,7 +28,6 @@ class FenceActivities(PlatformActivities):
         return StepResult("fence", {"user_tombstones": 1 if created else 0})
 
     @activity.defn(name=Activities.LIFT_FENCE)
-    @translate_errors
     def lift_fence(self, inp: StepInput) -> StepResult:
         """Lift the user fence; session tombstones stay so old sessions can never be re-ingested."""
         lifted = self.platform.ledger.lift_user(inp.subject_key)

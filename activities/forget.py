@@ -17,7 +17,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.support import PlatformActivities, beat, keep_sensitive, non_retryable, translate_errors
+from activities.support import PlatformActivities, beat, keep_sensitive, non_retryable
 from stores.adapters.interface import ForgetScope, ItemForgetting, Subject
 from stores.adapters.registry import AdapterRegistry
 from stores.forget_requests import ForgetPayload, ForgetRequestRow
@@ -84,7 +84,6 @@ class ForgetActivities(PlatformActivities):
         return TombstoneMatcher(self.platform.config.subject_secret, [placed] if placed else [])
 
     @activity.defn(name=ForgetActivityNames.BEGIN)
-    @translate_errors
     def forget_begin(self, inp: ForgetStep) -> None:
         self._open(inp.request_id, inp.subject_key, inp.app_name)
         self.platform.forget_requests.set_state(inp.request_id, "running")
@@ -161,7 +160,6 @@ class ForgetActivities(PlatformActivities):
         return done
 
     @activity.defn(name=ForgetActivityNames.APPLY)
-    @translate_errors
     def forget_apply(self, inp: ForgetStep) -> ForgetApplied:
         row, payload = self._open(inp.request_id, inp.subject_key, inp.app_name)
         sk, app, user = inp.subject_key, inp.app_name, payload.user_id
@@ -300,7 +298,6 @@ class ForgetActivities(PlatformActivities):
         return asyncio.run(run())
 
     @activity.defn(name=ForgetActivityNames.VERIFY)
-    @translate_errors
     def forget_verify(self, inp: ForgetVerifyInput) -> ForgetVerification:
         row, payload = self._open(inp.request_id, inp.subject_key, inp.app_name)
         sk, app, user = inp.subject_key, inp.app_name, payload.user_id
@@ -393,7 +390,6 @@ class ForgetActivities(PlatformActivities):
     # ----- receipt and finish ----------------------------------------------------------------------
 
     @activity.defn(name=ForgetActivityNames.RECEIPT)
-    @translate_errors
     def forget_receipt(self, inp: ForgetReceiptInput) -> ForgetReceiptRef:
         def signed() -> dict[str, Any]:
             row = self.platform.forget_requests.get(inp.request_id)
@@ -421,7 +417,6 @@ class ForgetActivities(PlatformActivities):
         return ForgetReceiptRef(inp.request_id, digest(document))
 
     @activity.defn(name=ForgetActivityNames.FINISH)
-    @translate_errors
     def forget_finish(self, inp: ForgetFinish) -> None:
         store = self.platform.forget_requests
         store.set_state(inp.request_id, inp.status, {"counts": dict(inp.counts)})

@@ -8,13 +8,11 @@ from typing import Any
 from temporalio import activity
 
 from activities.store_steps import StoreStepActivities
-from activities.support import translate_errors
 from workflows.contracts import Activities, StepInput, StepResult
 
 
 class KeyActivities(StoreStepActivities):
     @activity.defn(name=Activities.KEYS)
-    @translate_errors
     def shred_keys(self, inp: StepInput) -> StepResult:
         return self.legacy_erase(inp, "keys")
 

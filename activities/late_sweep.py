@@ -9,7 +9,7 @@ from typing import Any
 import structlog
 from temporalio import activity
 
-from activities.support import PlatformActivities, count, translate_errors
+from activities.support import PlatformActivities, count
 from stores.late_sweep import MALFORMED_LOG_LINES, sweep_erased_subject
 from stores.request_record import LateSweepNote
 from workflows.contracts import Activities, SweepFinding, SweepPage, SweepPageInput, SweepSubjectInput
@@ -19,7 +19,6 @@ log = structlog.get_logger("activities.late_sweep")
 
 class LateSweepActivities(PlatformActivities):
     @activity.defn(name=Activities.SWEEP_PAGE)
-    @translate_errors
     def sweep_page(self, inp: SweepPageInput) -> SweepPage:
         since = datetime.now(UTC) - timedelta(hours=inp.lookback_hours)
         entries = self.platform.ledger.erased_since(since, inp.after_request_id, inp.page_size)
@@ -27,7 +26,6 @@ class LateSweepActivities(PlatformActivities):
         return SweepPage(request_ids=ids, last_request_id=ids[-1] if ids else inp.after_request_id)
 
     @activity.defn(name=Activities.SWEEP_SUBJECT)
-    @translate_errors
     def sweep_subject(self, inp: SweepSubjectInput) -> SweepFinding:
         entry = self.platform.ledger.entry(inp.request_id)
         if entry is None:

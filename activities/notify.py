@@ -29,6 +29,7 @@ import structlog
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.support import keep_sensitive
 from stores.outbound import CALLBACK_HEADERS, OutboundRefused, check_destination
 from stores.platform import Platform
 from workflows.contracts import Activities, StateEvent, SubjectNotice
@@ -128,6 +129,7 @@ class NotifyActivities:
         contact = requests.contact(notice.request_id)
         if contact is None:
             return False
+        keep_sensitive(contact)  # masked in any error this attempt ends with (activities.boundary)
         config = self.platform.config
         if config.smtp_url:
             row = requests.get(notice.request_id)

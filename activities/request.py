@@ -12,7 +12,7 @@ from typing import Any
 import structlog
 from temporalio import activity
 
-from activities.support import PlatformActivities, count, non_retryable, translate_errors
+from activities.support import PlatformActivities, count, non_retryable
 from stores import tombstone_journal as journal
 from stores.adapters.interface import StartCapture
 from stores.adapters.registry import AdapterRegistry
@@ -102,7 +102,6 @@ def worker_plan(registry: AdapterRegistry) -> list[PlanStep]:
 
 class RequestActivities(PlatformActivities):
     @activity.defn(name=Activities.BEGIN)
-    @translate_errors
     def begin_request(self, inp: StepInput) -> BeginResult:
         """Mark the request running; capture canary digests and a ciphertext sample (once)."""
         subject = self.subject(inp.request_id, inp.subject_key, inp.app_name)
@@ -185,12 +184,10 @@ class RequestActivities(PlatformActivities):
         return self.platform.memory.unheld_digests(digests, subject_key, seen.derived)[:CANARY_COUNT]
 
     @activity.defn(name=Activities.HOLD_ACTIVE)
-    @translate_errors
     def hold_active(self, inp: StepInput) -> HoldStatus:
         return HoldStatus(on_hold=self.platform.requests.active_hold(inp.subject_key) is not None)
 
     @activity.defn(name=Activities.SET_STATE)
-    @translate_errors
     def set_request_state(self, inp: StateChange) -> None:
         at = datetime.fromisoformat(inp.at) if inp.at else datetime.now(UTC)
         self.platform.requests.set_state(inp.request_id, inp.state, at)
@@ -199,12 +196,10 @@ class RequestActivities(PlatformActivities):
             self.platform.requests.forget_contact(inp.request_id)
 
     @activity.defn(name=Activities.SET_DUE)
-    @translate_errors
     def set_request_due(self, inp: DueChange) -> None:
         self.platform.requests.set_due(inp.request_id, datetime.fromisoformat(inp.due_at))
 
     @activity.defn(name=Activities.FINISH)
-    @translate_errors
     def finish_request(self, inp: FinishInput) -> None:
         """Final state, erasure ledger entry, and the raw user id forgotten (idempotent)."""
         completed = datetime.fromisoformat(inp.completed_at)

@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 from temporalio import activity
 
-from activities.support import PlatformActivities, beat, count, non_retryable, translate_errors
+from activities.support import PlatformActivities, beat, count, non_retryable
 from stores.adk_reseal import AdkResealer, PageOutcome
 from stores.errors import CiphertextInvalid
 from workflows import error_types
@@ -63,7 +63,6 @@ class ResealActivities(PlatformActivities):
         return AdkResealer(self.platform.pool, self.platform.keys, self.platform.config.subject_secret)
 
     @activity.defn(name=ResealActivityNames.PAGES)
-    @translate_errors
     def reseal_pages(self, inp: ResealPagesInput) -> ResealPagesResult:
         resealer = self._resealer()
         resumed = ResealBeat.resumed(inp.table)

@@ -8,13 +8,11 @@ from typing import Any
 from temporalio import activity
 
 from activities.store_steps import StoreStepActivities
-from activities.support import translate_errors
 from workflows.contracts import Activities, StepInput, StepResult
 
 
 class SessionActivities(StoreStepActivities):
     @activity.defn(name=Activities.SESSIONS)
-    @translate_errors
     def erase_sessions(self, inp: StepInput) -> StepResult:
         return self.legacy_erase(inp, "sessions")
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from temporalio import activity
 
-from activities.support import PlatformActivities, beat, count, heartbeat_details, translate_errors
+from activities.support import PlatformActivities, beat, count, heartbeat_details
 from stores.adapters.interface import Subject
 from stores.adapters.physical_evidence import mark_deleted
 from stores.adapters.registry import AdapterRegistry
@@ -68,12 +68,10 @@ class StoreStepActivities(PlatformActivities):
         self.adapters = adapters if adapters is not None else platform.adapters
 
     @activity.defn(name=Activities.ERASE_STORE)
-    @translate_errors
     def erase_store(self, inp: StoreStepInput) -> StepResult:
         return erase_in(self.adapters, self.subject(inp.request_id, inp.subject_key, inp.app_name), inp.store)
 
     @activity.defn(name=Activities.ERASE_STORE_UNLESS_HELD)
-    @translate_errors
     def erase_store_unless_held(self, inp: StoreStepInput) -> StepResult:
         subject = self.subject(inp.request_id, inp.subject_key, inp.app_name)
         if self.held(inp.subject_key):
@@ -81,12 +79,10 @@ class StoreStepActivities(PlatformActivities):
         return erase_in(self.adapters, subject, inp.store)
 
     @activity.defn(name=Activities.SWEEP_STORES)
-    @translate_errors
     def sweep_stores(self, inp: SweepStoresInput) -> StepResult:
         return self.second_sweep_of(StepInput(inp.request_id, inp.subject_key, inp.app_name), inp.stores)
 
     @activity.defn(name=Activities.SWEEP_STORES_UNLESS_HELD)
-    @translate_errors
     def sweep_stores_unless_held(self, inp: SweepStoresInput) -> StepResult:
         step = StepInput(inp.request_id, inp.subject_key, inp.app_name)
         return self.second_sweep_of(step, inp.stores, unless_held=True)

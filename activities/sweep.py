@@ -8,13 +8,11 @@ from typing import Any
 from temporalio import activity
 
 from activities.store_steps import StoreStepActivities
-from activities.support import translate_errors
 from workflows.contracts import Activities, StepInput, StepResult
 
 
 class SweepActivities(StoreStepActivities):
     @activity.defn(name=Activities.SWEEP)
-    @translate_errors
     def second_sweep(self, inp: StepInput) -> StepResult:
         return self.second_sweep_of(inp, self.adapters.names)
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from temporalio import activity
 
-from activities.support import PlatformActivities, beat, count, heartbeat_details, keep_sensitive, translate_errors
+from activities.support import PlatformActivities, beat, count, heartbeat_details, keep_sensitive
 from stores.adapters.interface import Beat, Bound, Remaining, Subject
 from stores.adapters.registry import AdapterConfigError, AdapterRegistry
 from stores.adapters.tombstone_reads import tombstoned_sessions
@@ -105,14 +105,12 @@ class VerifierActivities(PlatformActivities):
         return self._adapters if self._adapters is not None else self.platform.adapters
 
     @activity.defn(name=Activities.CHECK)
-    @translate_errors
     def run_check(self, inp: CheckInput) -> CheckResult:
         request = self._request(inp.request_id, inp.subject_key, inp.app_name)
         result = self._judge(request, inp, lambda d: beat(**d))
         return self._failed(inp, result) if not result.passed else result
 
     @activity.defn(name=Activities.CHECKS)
-    @translate_errors
     def run_checks(self, inp: ChecksInput) -> ChecksResult:
         """Every check of one verification, one after another, each with its own queries and its own result.
 

@@ -11,7 +11,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 from temporalio import activity
 
-from activities.support import PlatformActivities, translate_errors
+from activities.support import PlatformActivities
 from stores.adapters.registry import AdapterConfigError
 from stores.platform import Platform
 from verifier.receipt import SCHEMA_ID, digest, document_bytes, sign, signing_key
@@ -94,7 +94,6 @@ class ReceiptActivities(PlatformActivities):
         return out
 
     @activity.defn(name=Activities.RECEIPT)
-    @translate_errors
     def issue_receipt(self, inp: ReceiptInput) -> ReceiptRef:
         document = issue_once(
             self.platform, inp.request_id, inp.subject_key, lambda: sign(self.build_body(inp), self._key)

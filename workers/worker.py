@@ -30,6 +30,7 @@ from temporalio.worker import (
 from activities import support
 from activities.approval_gate import ApprovalInterceptor
 from activities.artifacts import ArtifactActivities
+from activities.boundary import StepBoundary
 from activities.expiry import ExpiryActivities
 from activities.fence import FenceActivities
 from activities.forget import ForgetActivities
@@ -44,6 +45,7 @@ from activities.sessions import SessionActivities
 from activities.store_steps import StoreStepActivities
 from activities.sweep import SweepActivities
 from stores.adapters.registry import AdapterRegistry
+from stores.approvals import ApprovalStore
 from stores.platform import Platform
 from verifier.checks import VerifierActivities
 from verifier.receipt_activity import ReceiptActivities
@@ -128,6 +130,12 @@ def workflows() -> list[type]:
     ]
 
 
+def worker_interceptors(approvals: ApprovalStore) -> list[Interceptor]:
+    """Every worker's interceptors, outermost first: the step boundary (error translation, log lines,
+    metrics, the crash-drill pause: ``activities.boundary``), the approval gate, the graceful shutdown."""
+    return [StepBoundary(), ApprovalInterceptor(approvals), GracefulShutdown()]
+
+
 def build_worker(
     client: Client,
     task_queue: str,
@@ -147,7 +155,7 @@ def build_worker(
         activity_executor=ThreadPoolExecutor(max_workers=16, thread_name_prefix="erasure-activity"),
         max_concurrent_activities=16,
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
-        interceptors=[ApprovalInterceptor(platform.approvals), GracefulShutdown()],
+        interceptors=worker_interceptors(platform.approvals),
         # flush heartbeat details within a second, so a crash loses at most one batch of progress
         max_heartbeat_throttle_interval=timedelta(seconds=1),
         default_heartbeat_throttle_interval=timedelta(seconds=1),

@@ -13,6 +13,7 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
+from activities.boundary import at_the_boundary
 from stores.adapters.interface import Beat
 from stores.request_record import RequestRecord
 from verifier import checks
@@ -47,13 +48,14 @@ class FakeChecks(VerifierActivities):
 
 
 def attempt(acts: FakeChecks, details: list[Any]) -> tuple[ChecksResult | None, list[Any]]:
-    """One attempt of ``run_checks`` resumed from ``details``: its result (None if it failed) and heartbeats."""
+    """One attempt of ``run_checks`` resumed from ``details``, as the worker runs it (through the step boundary,
+    which turns an error into an ``ApplicationError``): its result (None if it failed) and heartbeats."""
     env = ActivityEnvironment()
     env.info = dataclasses.replace(env.info, activity_type="run_checks", heartbeat_details=details)
     beats: list[Any] = []
     env.on_heartbeat = lambda *d: beats.append(d[0])
     try:
-        result = env.run(acts.run_checks, ChecksInput("r1", "sk_" + "a" * 40, "app", NAMES, "final"))
+        result = env.run(at_the_boundary(acts.run_checks), ChecksInput("r1", "sk_" + "a" * 40, "app", NAMES, "final"))
     except ApplicationError:
         return None, beats
     return result, beats
