@@ -22,8 +22,6 @@ from activities.support import keep_sensitive
 from stores.errors import InvalidIdentifier
 from workflows import error_types
 
-pytestmark = pytest.mark.asyncio(loop_scope="session")
-
 CONTACT = "alice.smith@example.org"
 
 
@@ -68,6 +66,7 @@ async def failure_of(env: WorkflowEnvironment, kind: str, interceptors: list[Any
     return cause.cause
 
 
+@pytest.mark.asyncio(loop_scope="session")
 @pytest.mark.parametrize("kind", ["driver", "store"])
 async def test_an_undecorated_activity_is_translated_and_masked_at_the_boundary(
     time_skipping_env: WorkflowEnvironment, kind: str
