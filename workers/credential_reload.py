@@ -117,4 +117,7 @@ class TemporalCredentials:
             try:
                 await asyncio.wait_for(stop.wait(), every)
             except TimeoutError:
-                await self.refresh(worker)
+                try:
+                    await self.refresh(worker)
+                except Exception as exc:  # a poll that broke is never the reason the worker stops
+                    log.warning("temporal_credentials_not_reloaded", files="any", reason=type(exc).__name__)
