@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install lock demo test lint typecheck unit stack-up stack-down clean
+.PHONY: install lock demo test docs lint typecheck unit stack-up stack-down clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,12 @@ test: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/pytest -q -p no:cacheprovider
+
+# Regenerates the generated parts of docs/: the settings table (docs/configuration.md, checked by the tests)
+# and the benchmark's results table (docs/benchmark.md, from bench/results-history.jsonl).
+docs: $(STAMP)
+	$(BIN)/python -m workers.settings_doc
+	$(BIN)/python -m bench --write-docs
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit

@@ -56,12 +56,20 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
         type=Path,
         default=None,
         metavar="BENCH_JSON",
-        help="print the capacity model (README table) from a run's bench.json, run nothing",
+        help="print the capacity model (docs/benchmark.md's table) from a run's bench.json, run nothing",
     )
     parser.add_argument(
+        "--results-table",
         "--readme-table",
+        dest="results_table",
         action="store_true",
-        help="print the README's table (latest full run and the one before) from the history, run nothing",
+        help="print docs/benchmark.md's results table (latest full run and the one before) from the history, "
+        "run nothing",
+    )
+    parser.add_argument(
+        "--write-docs",
+        action="store_true",
+        help="rewrite that table in docs/benchmark.md from the history (make docs), run nothing",
     )
     return parser.parse_args(argv)
 
@@ -76,8 +84,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         values = json.loads(args.capacity.read_text())["values"]
         print(capacity.markdown(capacity.Measured.from_values(values)), end="")
         return 0
-    if args.readme_table:
-        print(results_history.readme_table(results_history.read(args.history)), end="")
+    if args.results_table:
+        print(results_history.results_table(results_history.read(args.history)), end="")
+        return 0
+    if args.write_docs:
+        results_history.write_docs(history=args.history)
         return 0
     configure_logging("json", logging.WARNING)
     plan = Plan.make(

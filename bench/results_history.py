@@ -1,5 +1,6 @@
 """The benchmark's results by commit: one JSON line a run, appended to a file that is checked in, so a
-regression shows run to run; and the README's table of the latest full run and the one before, made from it.
+regression shows run to run; and the table of the latest full run and the one before, made from it, which
+``write_docs`` puts in docs/benchmark.md (``make docs``).
 
 Not to be confused with ``bench/history.py``, which reads step times from a Temporal workflow history.
 """
@@ -15,9 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.stats import Row, Target, fmt
+from workers.settings_doc import splice
 
 ROOT = Path(__file__).resolve().parents[1]
 HISTORY = ROOT / "bench" / "results-history.jsonl"
+DOC = ROOT / "docs" / "benchmark.md"
+#: the name of docs/benchmark.md's generated block (``workers.settings_doc.splice``)
+DOC_BLOCK = "benchmark results table"
 
 
 @dataclass(frozen=True)
@@ -166,8 +171,8 @@ def _heading(e: Entry) -> str:
     return f"`{e.commit}`{dirty}, {e.date[:10]} ({what})"
 
 
-def readme_table(entries: Sequence[Entry], history: str = "bench/results-history.jsonl") -> str:
-    """Markdown for the README: the targeted figures of the latest full run beside the run before it.
+def results_table(entries: Sequence[Entry], history: str = "bench/results-history.jsonl") -> str:
+    """Markdown for docs/benchmark.md: the targeted figures of the latest full run beside the run before it.
 
     Without any full run, says so and shows the latest runs the history holds, whatever their mode."""
     if not entries:
@@ -192,7 +197,17 @@ def readme_table(entries: Sequence[Entry], history: str = "bench/results-history
         lines.append(f"| {name} | {target} | " + " | ".join(_value(f, target) for f in found) + " |")
     lines.append("")
     notes = [f"`{e.commit}`: {e.source}" for e in shown if e.source]
-    tail = f"Median of the runs (min-max); made by `python -m bench --readme-table` from `{history}`"
+    tail = f"Median of the runs (min-max); made by `python -m bench --results-table` from `{history}`"
     tail += f", which holds {len(entries)} run(s), {len(full)} of them full."
     lines.append(" ".join([tail, *(n.rstrip(".") + "." for n in notes)]))
     return "\n".join(lines) + "\n"
+
+
+def write_docs(doc: Path = DOC, history: Path = HISTORY) -> bool:
+    """Rewrites the results table in ``doc`` (between its markers, nothing else) from ``history``; whether it
+    changed."""
+    current = doc.read_text()
+    fresh = splice(current, DOC_BLOCK, results_table(read(history)))
+    if fresh != current:
+        doc.write_text(fresh)
+    return fresh != current

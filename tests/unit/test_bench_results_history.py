@@ -1,4 +1,4 @@
-"""The benchmark's results history (one JSON line a run) and the README table made from it."""
+"""The benchmark's results history (one JSON line a run) and docs/benchmark.md's table made from it."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from bench import cli, results_history
-from bench.results_history import Entry, append, git_state, read, readme_table, record
+from bench.results_history import Entry, append, git_state, read, record, results_table, write_docs
 from bench.stats import Row, Target, summarize
+from workers.settings_doc import begin_marker, end_marker, splice
 
 WHEN = datetime(2026, 12, 1, 9, 30, 15, 123456, tzinfo=UTC)
 
@@ -74,14 +75,14 @@ def test_git_state_outside_a_repository_is_unknown(tmp_path: Path) -> None:
     assert git_state(tmp_path, tmp_path / "history.jsonl") == ("unknown", None)
 
 
-def test_readme_table_shows_the_latest_full_run_and_the_one_before() -> None:
+def test_results_table_shows_the_latest_full_run_and_the_one_before() -> None:
     entries = [
         _entry("0000001", "full", [1.2, 1.4, 1.5], [0.6, 0.62, 0.65], bound=0.6),  # the target was lower then
         _entry("0000002", "quick", [3.0], [0.9]),
         _entry("0000003", "full", [1.0, 1.1, 1.2], [0.8, 0.85, 0.9], extra=True),
         _entry("0000004", "quick", [2.0], [0.7]),
     ]
-    md = readme_table(entries)
+    md = results_table(entries)
     lines = md.splitlines()
     header = lines[0]
     assert header.startswith("| figure | target | latest: `0000003`, 2026-12-01 (full, large user, 3 runs)")
@@ -101,23 +102,44 @@ def test_readme_table_shows_the_latest_full_run_and_the_one_before() -> None:
     assert "holds 4 run(s), 2 of them full" in lines[-1]
 
 
-def test_readme_table_without_a_full_run_says_so_and_shows_the_modes() -> None:
-    assert readme_table([]).startswith("No benchmark run is recorded")
+def test_results_table_without_a_full_run_says_so_and_shows_the_modes() -> None:
+    assert results_table([]).startswith("No benchmark run is recorded")
     entries = [_entry("0000002", "quick", [3.0], [0.9]), _entry("0000004", "quick", [2.0], [0.7])]
     dirty = Entry(**{**entries[1].__dict__, "dirty": True, "source": "a test"})
-    md = readme_table([entries[0], dirty])
+    md = results_table([entries[0], dirty])
     assert md.startswith("No full run (`python -m bench`) is recorded")
     assert "latest: `0000004` + uncommitted changes, 2026-12-01 (quick, large user, 1 runs)" in md
     assert "the run before: `0000002`, 2026-12-01 (quick" in md
     assert "| 1 overhead saga/direct, 10 bg | <= 1.300x | 2x MISS | 3x MISS |" in md
     assert "`0000004`: a test." in md
-    one_full = readme_table([entries[0], _entry("0000005", "full", [1.0, 1.1, 1.2], [0.8, 0.9, 1.0])])
+    one_full = results_table([entries[0], _entry("0000005", "full", [1.0, 1.1, 1.2], [0.8, 0.9, 1.0])])
     assert one_full.startswith("Only one full run")
     assert "0000002" not in one_full
 
 
-def test_cli_prints_the_readme_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_prints_the_results_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "history.jsonl"
     append(path, _entry("0000003", "full", [1.0, 1.1, 1.2], [0.8, 0.85, 0.9]))
-    assert cli.main(["--readme-table", "--history", str(path)]) == 0
-    assert capsys.readouterr().out == readme_table(read(path))
+    assert cli.main(["--results-table", "--history", str(path)]) == 0
+    assert capsys.readouterr().out == results_table(read(path))
+
+
+def test_write_docs_rewrites_only_the_generated_block(tmp_path: Path) -> None:
+    history = tmp_path / "history.jsonl"
+    append(history, _entry("0000003", "full", [1.0, 1.1, 1.2], [0.8, 0.85, 0.9]))
+    doc = tmp_path / "benchmark.md"
+    block = results_history.DOC_BLOCK
+    doc.write_text(f"# Benchmark\n\nprose before\n\n{begin_marker(block)}\nstale\n{end_marker(block)}\n\nprose after\n")
+    assert write_docs(doc, history)
+    text = doc.read_text()
+    assert "stale" not in text
+    assert text.startswith("# Benchmark\n\nprose before\n\n")
+    assert text.endswith(f"{end_marker(block)}\n\nprose after\n")
+    assert results_table(read(history)) in text
+    assert not write_docs(doc, history)  # nothing to change the second time
+
+
+def test_the_benchmark_page_holds_the_generated_table() -> None:
+    """docs/benchmark.md has the block ``make docs`` rewrites (its figures follow the checked-in history)."""
+    text = results_history.DOC.read_text()
+    assert splice(text, results_history.DOC_BLOCK, "x") != text

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from workers import settings_doc
 from workers.errors import ConfigError
 from workers.local_secrets import create_local_secrets, load_secrets, secrets_file
-from workers.settings import Settings, settings_doc
-
-ROOT = Path(__file__).resolve().parents[2]
+from workers.settings import Settings
+from workers.settings import settings_doc as settings_doc_rows
 
 
 def start_worker(env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -74,16 +74,45 @@ def test_bad_values_are_one_line_naming_the_variable(var: str, value: str, messa
     assert "\n" not in str(caught.value)
 
 
-def test_every_setting_is_documented_in_the_readme() -> None:
-    readme = (ROOT / "README.md").read_text()
-    rows = re.findall(r"^\| `(ERASURE_[A-Z0-9_]+)` \| ([^|]*) \| (.*) \|$", readme, re.MULTILINE)
+def test_the_configuration_page_is_generated_from_the_settings() -> None:
+    """docs/configuration.md is what ``make docs`` renders now: a setting added, renamed or re-described without
+    regenerating the page fails here."""
+    page = settings_doc.CONFIGURATION.read_text()
+    assert page == settings_doc.render(page), "docs/configuration.md is stale: run make docs"
+
+
+def test_the_settings_table_lists_every_variable_with_its_default() -> None:
+    rows = re.findall(r"^\| `(ERASURE_[A-Z0-9_]+)` \| ([^|]*) \| (.*) \|$", settings_doc.settings_table(), re.MULTILINE)
     table = {name: (default.strip(), meaning.strip()) for name, default, meaning in rows}
-    documented = settings_doc()
-    assert set(table) == {var for var, _d, _h, _r in documented}, "README table and settings differ"
+    documented = settings_doc_rows()
+    assert list(table) == [var for var, _d, _h, _r in documented]
     for var, default, help_, required in documented:
         shown, meaning = table[var]
-        assert shown.strip("`") == (default or "(empty)"), f"{var}: README says {shown!r}, code says {default!r}"
+        assert shown.strip("`") == (default or "(empty)"), f"{var}: the page says {shown!r}, code says {default!r}"
         assert meaning == help_ + (" **Required in production.**" if required else ""), f"{var}: meaning differs"
+
+
+def test_rendering_keeps_the_prose_around_the_table() -> None:
+    begin, end = settings_doc.begin_marker("settings table"), settings_doc.end_marker("settings table")
+    page = f"# Configuration\n\nhand-written prose\n\n{begin}\n| old | table |\n{end}\n\nmore prose\n"
+    fresh = settings_doc.render(page)
+    assert (
+        fresh
+        == f"# Configuration\n\nhand-written prose\n\n{begin}\n{settings_doc.settings_table()}{end}\n\nmore prose\n"
+    )
+    assert settings_doc.render(fresh) == fresh
+    with pytest.raises(settings_doc.MarkersMissing):
+        settings_doc.render("# Configuration\n\nno markers\n")
+
+
+def test_check_mode_says_when_the_page_is_stale(tmp_path: Path) -> None:
+    page = tmp_path / "configuration.md"
+    begin, end = settings_doc.begin_marker("settings table"), settings_doc.end_marker("settings table")
+    page.write_text(f"prose\n{begin}\nstale\n{end}\n")
+    assert settings_doc.main(["--path", str(page), "--check"]) == 1
+    assert "stale" in page.read_text()
+    assert settings_doc.main(["--path", str(page)]) == 0
+    assert settings_doc.main(["--path", str(page), "--check"]) == 0
 
 
 def test_secrets_are_generated_once_with_private_mode(tmp_path: Path) -> None:
