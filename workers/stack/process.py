@@ -89,7 +89,7 @@ class ManagedProcess:
         if taken:
             raise StackError(
                 f"{self.name}: port {', '.join(map(str, taken))} is already in use by another program; "
-                "free it or choose other ports (see ERASURE_*_PORT in the README)"
+                "free it or choose other ports (see ERASURE_*_PORT in docs/configuration.md)"
             )
         self.run_dir.mkdir(parents=True, exist_ok=True)
         binary = self.argv[0]
