@@ -5,7 +5,7 @@ the worker decides whether its activities may run, from what it reads itself, ne
 
 - ``APPROVED`` activities change a user's data (or write the request's outcome): they run only when the
   approval store holds a verified ``approved`` decision for the request named in their input, for the same
-  subject and kind (``stores.approvals.ApprovalStore.require``), and only for the request's own workflow.
+  subject and kind (``stores.books.approvals.ApprovalStore.require``), and only for the request's own workflow.
 - ``BOUND`` activities read, notify or record a state the workflow reached before approval (pending,
   denied, cancelled): they run only for the request's own workflow (ids ``erasure-<id>``, ``forget-<id>``,
   ``verify-<id>-...``, ``reverify-<id>[-...]``), so a workflow started under another id cannot move a real
@@ -27,13 +27,13 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
-from stores.approvals import ApprovalStore, Kind
-from stores.errors import NotApproved
-from workflows import error_types
-from workflows.contracts import Activities
-from workflows.expiry_contracts import ExpiryActivityNames
-from workflows.forget_contracts import ForgetActivityNames, forget_workflow_id
-from workflows.reseal_contracts import ResealActivityNames
+from stores.books.approvals import ApprovalStore, Kind
+from stores.infra.errors import NotApproved
+from workflows.contracts import error_types
+from workflows.contracts.erasure import Activities
+from workflows.contracts.expiry import ExpiryActivityNames
+from workflows.contracts.forget import ForgetActivityNames, forget_workflow_id
+from workflows.contracts.reseal import ResealActivityNames
 
 #: activity name -> the kind of request whose approval it needs
 APPROVED: dict[str, Kind] = {

@@ -18,11 +18,11 @@ import structlog
 from temporalio import activity
 
 from activities.support import PlatformActivities, beat, count, keep_sensitive
-from stores.errors import InvalidIdentifier, RequestNotFound
-from stores.forget_requests import FINAL, ForgetPayload
-from stores.identity import subject_of_stored
-from stores.retention_expiry import MAX_GENERATIONS, ExpiredItem, expiry_request_id, grouped, still_expired
-from workflows.expiry_contracts import (
+from stores.forgetting.requests import FINAL, ForgetPayload
+from stores.infra.errors import InvalidIdentifier, RequestNotFound
+from stores.lifecycle.retention_expiry import MAX_GENERATIONS, ExpiredItem, expiry_request_id, grouped, still_expired
+from stores.privacy.identity import subject_of_stored
+from workflows.contracts.expiry import (
     ExpiryActivityNames,
     ExpiryFiled,
     ExpiryFileInput,

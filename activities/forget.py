@@ -20,15 +20,15 @@ from temporalio.exceptions import ApplicationError
 from activities.support import PlatformActivities, beat, keep_sensitive, non_retryable
 from stores.adapters.interface import ForgetScope, ItemForgetting, Subject
 from stores.adapters.registry import AdapterRegistry
-from stores.forget_requests import ForgetPayload, ForgetRequestRow
-from stores.forgetting import TombstoneMatcher, journal_form
-from stores.identity import session_ref, subject_of_stored
-from stores.item_forget import ForgetOutcome, ItemForgetter, session_items, session_texts
-from stores.lifecycle_journal import LifecycleEntry
-from verifier.receipt import FORGET_SCHEMA_ID, digest, sign, signing_key
-from verifier.receipt_activity import issue_once, software_version, verifications_json
-from workflows import error_types
-from workflows.forget_contracts import (
+from stores.forgetting.item_forget import ForgetOutcome, ItemForgetter, session_items, session_texts
+from stores.forgetting.requests import ForgetPayload, ForgetRequestRow
+from stores.ledgers.forget_tombstones import TombstoneMatcher, journal_form
+from stores.ledgers.lifecycle_journal import LifecycleEntry
+from stores.privacy.identity import session_ref, subject_of_stored
+from verifier.receipts.issuing import issue_once, software_version, verifications_json
+from verifier.receipts.signing import FORGET_SCHEMA_ID, digest, sign, signing_key
+from workflows.contracts import error_types
+from workflows.contracts.forget import (
     ForgetActivityNames,
     ForgetApplied,
     ForgetCheck,
@@ -221,7 +221,7 @@ class ForgetActivities(PlatformActivities):
         self.platform.lifecycle_journal.record(entry)
 
     def _erase_session(self, row: ForgetRequestRow, payload: ForgetPayload, forgetter: ItemForgetter) -> ForgetApplied:
-        from stores.artifacts import session_prefix
+        from stores.artifacts.bucket import session_prefix
 
         sk, app, user, sid = row.subject_key, row.app_name, payload.user_id, str(payload.session_id)
         self.platform.ledger.mark_sessions(app, [sid], sk, row.request_id)  # permanent: never re-ingested
@@ -336,7 +336,7 @@ class ForgetActivities(PlatformActivities):
             checks.append(ForgetCheck("session", left == 0, {"session_rows_left": left}))
             lines = self.platform.logs.session_lines_left(app, sk, session_ref(sk, payload.session_id))
             checks.append(ForgetCheck("logs", lines == 0, {"session_lines_left": lines}))
-            from stores.artifacts import session_prefix
+            from stores.artifacts.bucket import session_prefix
 
             versions = self.platform.artifacts.count_prefix(session_prefix(app, sk, payload.session_id)).total
             checks.append(ForgetCheck("artifacts", versions == 0, {"versions_left": versions}))

@@ -10,9 +10,9 @@ import structlog
 from temporalio import activity
 
 from activities.support import PlatformActivities, count
-from stores.late_sweep import MALFORMED_LOG_LINES, sweep_erased_subject
-from stores.request_record import LateSweepNote
-from workflows.contracts import Activities, SweepFinding, SweepPage, SweepPageInput, SweepSubjectInput
+from stores.books.request_record import LateSweepNote
+from stores.operations.late_sweep import MALFORMED_LOG_LINES, sweep_erased_subject
+from workflows.contracts.erasure import Activities, SweepFinding, SweepPage, SweepPageInput, SweepSubjectInput
 
 log = structlog.get_logger("activities.late_sweep")
 

@@ -8,7 +8,7 @@ from typing import Any
 from temporalio import activity
 
 from activities.store_steps import StoreStepActivities
-from workflows.contracts import Activities, StepInput, StepResult
+from workflows.contracts.erasure import Activities, StepInput, StepResult
 
 
 class LogActivities(StoreStepActivities):

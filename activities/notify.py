@@ -30,9 +30,9 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.support import keep_sensitive
-from stores.outbound import CALLBACK_HEADERS, OutboundRefused, check_destination
+from stores.infra.outbound import CALLBACK_HEADERS, OutboundRefused, check_destination
 from stores.platform import Platform
-from workflows.contracts import Activities, StateEvent, SubjectNotice
+from workflows.contracts.erasure import Activities, StateEvent, SubjectNotice
 
 log = structlog.get_logger("activities.notify")
 

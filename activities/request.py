@@ -13,19 +13,19 @@ import structlog
 from temporalio import activity
 
 from activities.support import PlatformActivities, count, non_retryable
-from stores import tombstone_journal as journal
 from stores.adapters.interface import StartCapture
 from stores.adapters.registry import AdapterRegistry
-from stores.adk_seal import RowSealer
-from stores.embedding import tokens
-from stores.errors import CiphertextInvalid, DataKeyShredded
-from stores.identity import session_ref, token_digest
-from stores.presence import flattened, presence_by_store, unplanned_stores
-from stores.redaction import sensitive
-from stores.request_record import CiphertextSample
-from stores.verbatim_copies import runs_of
-from workflows import error_types
-from workflows.contracts import (
+from stores.books.request_record import CiphertextSample
+from stores.infra.errors import CiphertextInvalid, DataKeyShredded
+from stores.ledgers import tombstone_journal as journal
+from stores.memory.verbatim_copies import runs_of
+from stores.operations.presence import flattened, presence_by_store, unplanned_stores
+from stores.privacy.embedding import tokens
+from stores.privacy.identity import session_ref, token_digest
+from stores.privacy.redaction import sensitive
+from stores.sessions.sealing import RowSealer
+from workflows.contracts import error_types
+from workflows.contracts.erasure import (
     Activities,
     BeginResult,
     DueChange,

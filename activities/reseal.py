@@ -16,10 +16,10 @@ import structlog
 from temporalio import activity
 
 from activities.support import PlatformActivities, beat, count, non_retryable
-from stores.adk_reseal import AdkResealer, PageOutcome
-from stores.errors import CiphertextInvalid
-from workflows import error_types
-from workflows.reseal_contracts import ResealActivityNames, ResealCounts, ResealPagesInput, ResealPagesResult
+from stores.infra.errors import CiphertextInvalid
+from stores.sessions.reseal import AdkResealer, PageOutcome
+from workflows.contracts import error_types
+from workflows.contracts.reseal import ResealActivityNames, ResealCounts, ResealPagesInput, ResealPagesResult
 
 log = structlog.get_logger("activities.reseal")
 BEAT_VERSION = 1

@@ -20,11 +20,11 @@ from temporalio import activity
 
 from activities.support import PlatformActivities, beat, count, heartbeat_details
 from stores.adapters.interface import Subject
-from stores.adapters.physical_evidence import mark_deleted
 from stores.adapters.registry import AdapterRegistry
+from stores.physical.evidence import mark_deleted
 from stores.platform import Platform
-from stores.redaction import sensitive
-from workflows.contracts import Activities, StepInput, StepResult, StoreStepInput, SweepStoresInput
+from stores.privacy.redaction import sensitive
+from workflows.contracts.erasure import Activities, StepInput, StepResult, StoreStepInput, SweepStoresInput
 
 
 def _beat(details: dict[str, Any]) -> None:
@@ -98,7 +98,7 @@ class StoreStepActivities(PlatformActivities):
         deleted_in: set[str] = set()
         found, _reported = sweep_all(self.adapters, subject, stores, deleted_in)
         # by when the sweep's deletions were done, per store: the physical clean-up's evidence must be read
-        # after it to cover them (``stores.adapters.physical_evidence``)
+        # after it to cover them (``stores.physical.evidence``)
         mark_deleted(self.platform.pool, inp.request_id, deleted_in)
         self.platform.requests.merge_record(inp.request_id, second_sweep=found)
         for store, n in found.items():

@@ -17,11 +17,11 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, TemporalError
 
 from stores.adapters.interface import Subject
-from stores.errors import InvalidIdentifier, RecordInvalid, RequestNotFound, UnknownSchema
+from stores.infra.errors import InvalidIdentifier, RecordInvalid, RequestNotFound, UnknownSchema
 from stores.platform import Platform
-from stores.redaction import mask, sensitive
-from workflows import error_types
-from workflows.contracts import activity_label
+from stores.privacy.redaction import mask, sensitive
+from workflows.contracts import error_types
+from workflows.contracts.erasure import activity_label
 
 log = structlog.get_logger("activities")
 
@@ -142,7 +142,7 @@ class PlatformActivities:
 
     def subject(self, request_id: str, subject_key: str, app_name: str) -> Subject:
         """The raw user id for a request, checked against the subject key it claims."""
-        from stores.identity import subject_key as compute_key
+        from stores.privacy.identity import subject_key as compute_key
 
         user_id = self.platform.requests.user_id(request_id)
         if user_id is not None:

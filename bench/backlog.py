@@ -32,7 +32,7 @@ from stores.platform import Platform
 from tests.worker_process import WorkerProcess
 from workers.service import file_request
 from workers.settings import Settings
-from workflows.contracts import ErasureResult
+from workflows.contracts.erasure import ErasureResult
 
 FILING_CONCURRENCY = 16
 

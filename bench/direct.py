@@ -6,10 +6,10 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 
-from stores.artifacts import BATCH, user_prefix
-from stores.identity import subject_key
+from stores.artifacts.bucket import BATCH, user_prefix
 from stores.platform import Platform
-from stores.response_cache import entry_key, index_key
+from stores.privacy.identity import subject_key
+from stores.response_cache.cache import entry_key, index_key
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,10 @@ from datetime import UTC, datetime, timedelta
 from temporalio.client import Client
 
 from bench.counters import CallCounter, group
-from stores.memory import NewMemory
+from stores.memory.rows import NewMemory
 from stores.platform import Platform
+from workflows.contracts.expiry import ExpiryCounts, ExpiryInput
 from workflows.expiry import ExpirySweepWorkflow
-from workflows.expiry_contracts import ExpiryCounts, ExpiryInput
 
 BATCH = 50_000
 _BACKGROUND = """

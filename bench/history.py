@@ -10,7 +10,7 @@ from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 
-from workflows.contracts import activity_label
+from workflows.contracts.erasure import activity_label
 
 
 @dataclass(frozen=True)

@@ -31,10 +31,7 @@ from bench.direct import erase_directly
 from bench.history import attempts, counts_by_name, covered, records, step_times
 from bench.quiet import autovacuum_idle
 from bench.stats import Row, Target, format_table, ratio, summarize
-from stores.bulk_check import check_sample
-from stores.bulk_seed import bulk_seed
 from stores.platform import Platform
-from stores.seeder import seed_platform, user_ids
 from tests.stack_fixture import make_test_settings
 from workers.local_kms import offline_wrapper, read_key_id
 from workers.local_secrets import load_secrets
@@ -42,10 +39,13 @@ from workers.service import file_request, reverify_input
 from workers.settings import Settings
 from workers.stack import launcher
 from workers.stack.parts import KmsPart
+from workers.stack.seeding.bulk_check import check_sample
+from workers.stack.seeding.bulk_seed import bulk_seed
+from workers.stack.seeding.seeder import seed_platform, user_ids
 from workers.temporal_client import connect
 from workers.wiring import build_platform
 from workers.worker import build_worker
-from workflows.contracts import VERIFIER_WORKFLOW, ErasureResult, VerifyResult, workflow_id
+from workflows.contracts.erasure import VERIFIER_WORKFLOW, ErasureResult, VerifyResult, workflow_id
 from workflows.erasure import HEARTBEAT_TIMEOUT
 
 APP = "bench-agent"
@@ -59,7 +59,9 @@ class Plan:
     runs: int
     target_size: str  # the measured user ("large"; "typical" in quick mode)
     background_small: int  # background users of "typical" size (ADK services), small platform
-    background_large: int  # ... large platform: the users beyond background_small are bulk-seeded (stores.bulk_seed)
+    background_large: (
+        int  # ... large platform: the users beyond background_small are bulk-seeded (workers.stack.seeding.bulk_seed)
+    )
     concurrent: int  # concurrent "small" erasures for throughput
     out_dir: Path
     expiry_background: int = 5_000  # background memory rows of the expiry figure (then 10x as many)
@@ -157,8 +159,9 @@ class Bench:
         return users
 
     async def seed_bulk(self, seeder: Platform, count: int, wrap: Callable[[bytes], bytes] | None) -> list[str]:
-        """``count`` background users straight into each store's format (``stores.bulk_seed``), then 20 of them
-        read back through the services (``stores.bulk_check``); throughput to stderr and bench.json."""
+        """``count`` background users straight into each store's format (``workers.stack.seeding.bulk_seed``), then 20
+        of them read back through the services (``workers.stack.seeding.bulk_check``); throughput to stderr and
+        bench.json."""
         self._seed_n += 1
         users = user_ids(count, self._seed_n, prefix=f"bulk-{uuid.uuid4().hex[:6]}")
         step = max(1, count // 10)

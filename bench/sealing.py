@@ -25,10 +25,10 @@ from google.adk.events.event_actions import EventActions
 from google.adk.sessions.base_session_service import BaseSessionService
 from google.genai import types
 
-from stores.embedding import HashingEmbedder, vector_literal
-from stores.identity import subject_key
-from stores.memory import NewMemory
+from stores.memory.rows import NewMemory
 from stores.platform import Platform
+from stores.privacy.embedding import HashingEmbedder, vector_literal
+from stores.privacy.identity import subject_key
 
 WORDS = [
     "flight",

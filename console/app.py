@@ -46,13 +46,13 @@ from console.readiness import Readiness
 from console.sessions import SessionStore
 from console.telemetry import ConsoleMetrics, Telemetry
 from console.tokens import MINTABLE, TokenError, TokenStore
-from stores.approvals import Decision as ApprovalDecision
-from stores.errors import NotApproved, RequestNotFound
-from stores.identity import derived_key
-from stores.outbound import check_callback
+from stores.books.approvals import Decision as ApprovalDecision
+from stores.books.request_filing import IDENTITY_METHODS, Filing, FilingInvalid, IdentityCheck, filing
+from stores.books.requests import ACTIVE_STATES, ErasureRequestRow
+from stores.infra.errors import NotApproved, RequestNotFound
+from stores.infra.outbound import check_callback
 from stores.platform import Platform
-from stores.request_filing import IDENTITY_METHODS, Filing, FilingInvalid, IdentityCheck, filing
-from stores.requests import ACTIVE_STATES, ErasureRequestRow
+from stores.privacy.identity import derived_key
 from workers.service import (
     RequestRefused,
     days_left,
@@ -64,7 +64,7 @@ from workers.service import (
     ui_link,
 )
 from workers.settings import Settings
-from workflows.contracts import ApprovalPolicy, Decision, DueExtension, workflow_id
+from workflows.contracts.erasure import ApprovalPolicy, Decision, DueExtension, workflow_id
 from workflows.erasure import ErasureWorkflow
 
 PERMISSIONS: dict[str, frozenset[str]] = {
@@ -463,8 +463,8 @@ class OpenedReceipt:
 async def open_receipt(console: Console, request_id: str, p: Principal) -> OpenedReceipt:
     """The request's stored receipt with its signature checked (a receipt that does not verify is shown
     as such, never as valid); the download is audited."""
-    from verifier.receipt import verify
-    from verifier.receipt_activity import load_receipt
+    from verifier.receipts.issuing import load_receipt
+    from verifier.receipts.signing import verify
 
     row = _row(console, request_id, p)
     document = await asyncio.to_thread(load_receipt, console.platform, row.request_id)

@@ -29,7 +29,7 @@ from psycopg import Connection
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
-from stores.identity import derived_key
+from stores.privacy.identity import derived_key
 
 GENESIS = "0" * 64
 _LOCK = 0x6175646974  # pg_advisory_xact_lock key for appends ("audit")

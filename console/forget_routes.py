@@ -18,10 +18,10 @@ from pydantic import BaseModel, Field
 
 from console.app import PERMISSIONS, Console, require
 from console.identity import Principal
-from stores.errors import NotApproved, RequestNotFound
-from stores.forget_requests import ForgetRequestRow
-from stores.forget_resolution import Preview
-from stores.identity import subject_key
+from stores.forgetting.requests import ForgetRequestRow
+from stores.forgetting.resolution import Preview
+from stores.infra.errors import NotApproved, RequestNotFound
+from stores.privacy.identity import subject_key
 from workers.forget_service import FiledForget
 from workers.service import RequestRefused, exact_user_id
 

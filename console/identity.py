@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stores.approvals import actor_ref
+from stores.books.approvals import actor_ref
 
 __all__ = ["ROLES", "Principal", "actor_ref"]
 

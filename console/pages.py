@@ -49,8 +49,8 @@ from console.audit import ACTIONS, AuditQuery
 from console.identity import ROLES, Principal
 from console.oidc import IdpUnavailable, InvalidToken
 from console.tokens import MINTABLE, TokenError
-from stores.request_filing import IDENTITY_METHODS
-from stores.requests import ACTIVE_STATES, FINAL_STATES
+from stores.books.request_filing import IDENTITY_METHODS
+from stores.books.requests import ACTIVE_STATES, FINAL_STATES
 from workers.service import RequestRefused
 from workflows.erasure import ErasureWorkflow
 
@@ -129,8 +129,8 @@ def _page(request: Request, name: str, principal: Principal | None, **context: A
 def _outcome(console: Any, request_id: str) -> dict[str, Any] | None:
     """What happened, per store, from the signed receipt (only when its signature verifies): what was done,
     the step's counts, and each verification phase's result for that store's check."""
-    from verifier.receipt import verify
-    from verifier.receipt_activity import load_receipt
+    from verifier.receipts.issuing import load_receipt
+    from verifier.receipts.signing import verify
 
     document = load_receipt(console.platform, request_id)
     if document is None:
@@ -396,7 +396,7 @@ def add_pages(app: FastAPI, client_id: str, redirect_uri: str) -> None:
     async def _progress_view(request: Request, request_id: str, p: Principal) -> dict[str, Any]:
         from dataclasses import asdict
 
-        from verifier.receipt_activity import load_receipt
+        from verifier.receipts.issuing import load_receipt
         from workers.service import progress
 
         console = _console(request)

@@ -35,7 +35,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from stores.tracing import span
+from stores.infra.tracing import span
 
 #: answered without a span: the probes, asked every few seconds
 UNTRACED = frozenset({"/healthz", "/readyz"})

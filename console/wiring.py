@@ -11,7 +11,7 @@ from console.oidc import OidcVerifier
 from console.readiness import Readiness
 from console.tokens import TokenStore
 from stores.platform import Platform
-from verifier.receipt import signing_key
+from verifier.receipts.signing import signing_key
 from workers.check import console_parts
 from workers.codec import EncryptionCodec
 from workers.local_secrets import Secrets

@@ -9,23 +9,23 @@ from typing import TYPE_CHECKING
 
 from psycopg_pool import ConnectionPool
 
-from stores.adk_schema import sqlalchemy_url
-from stores.approvals import ApprovalStore
-from stores.artifacts import ArtifactEraser
-from stores.aws_clients import AwsEndpoints, kms_client, s3_client
-from stores.forget_requests import ForgetRequestStore
-from stores.forgetting import ForgetLedger
-from stores.keys import DataKeyStore
-from stores.lifecycle_journal import LifecycleJournal
-from stores.logs import LogArchive
-from stores.memory import MemoryEraser, MemoryStore
-from stores.memory_lifecycle import Caps
-from stores.memory_states import MemoryStates
-from stores.pool_check import RecentlyUsedCheck
-from stores.requests import RequestStore
-from stores.sessions import SessionStore
-from stores.tombstones import TombstoneLedger
-from stores.tracing import TracedCursor
+from stores.artifacts.bucket import ArtifactEraser
+from stores.books.approvals import ApprovalStore
+from stores.books.requests import RequestStore
+from stores.forgetting.requests import ForgetRequestStore
+from stores.infra.aws_clients import AwsEndpoints, kms_client, s3_client
+from stores.infra.pool_check import RecentlyUsedCheck
+from stores.infra.tracing import TracedCursor
+from stores.ledgers.forget_tombstones import ForgetLedger
+from stores.ledgers.lifecycle_journal import LifecycleJournal
+from stores.ledgers.tombstones import TombstoneLedger
+from stores.logs.archive import LogArchive
+from stores.memory.lifecycle_rules import Caps
+from stores.memory.rows import MemoryEraser, MemoryStore
+from stores.memory.states import MemoryStates
+from stores.privacy.keys import DataKeyStore
+from stores.sessions.adk_tables import SessionStore
+from stores.sessions.schema import sqlalchemy_url
 
 if TYPE_CHECKING:
     from google.adk.sessions import DatabaseSessionService
@@ -33,11 +33,11 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
     from stores.adapters.registry import AdapterRegistry
-    from stores.artifact_service import S3ArtifactService
-    from stores.chroma_memory import ChromaMemory
-    from stores.memory_service import FencedMemoryService
-    from stores.response_cache import ResponseCache
-    from stores.sealed_adk import SealedSessionService
+    from stores.artifacts.service import S3ArtifactService
+    from stores.chroma.collection import ChromaMemory
+    from stores.memory.service import FencedMemoryService
+    from stores.response_cache.cache import ResponseCache
+    from stores.sessions.sealed_service import SealedSessionService
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class PlatformConfig:
     s3_filer_url: str | None = None  # its filer: a marker through the deletion queue; None: a fixed wait
     webhook_urls: tuple[str, ...] = ()  # console-filed requests: signed webhooks on every state change
     webhook_secret: bytes = b""
-    #: where a forwarded request's status callbacks may go (``stores.outbound``); empty: nowhere
+    #: where a forwarded request's status callbacks may go (``stores.infra.outbound``); empty: nowhere
     callback_allowlist: tuple[str, ...] = ()
     smtp_url: str | None = None  # the data subject's notice on completion; None: not sent
     mail_from: str = "privacy@localhost"
@@ -79,11 +79,11 @@ class Platform:
             config.postgres_url,
             min_size=1,
             max_size=config.pool_size,
-            # statements are child spans of the current trace, if any (stores/tracing.py)
+            # statements are child spans of the current trace, if any (stores/infra/tracing.py)
             kwargs={"autocommit": True, "cursor_factory": TracedCursor},
             open=True,
             # a restarted database never hands out dead connections; one back from use a moment ago is not
-            # checked again (stores/pool_check.py)
+            # checked again (stores/infra/pool_check.py)
             check=self.pool_check.check,
             reset=self.pool_check.reset,
             # fail fast while the database is away: Temporal's retry (with backoff, visible in the
@@ -134,7 +134,7 @@ class Platform:
     @cached_property
     def artifact_service(self) -> S3ArtifactService:
         """The ADK artifact service (needs google-adk; the worker never uses it)."""
-        from stores.artifact_service import S3ArtifactService
+        from stores.artifacts.service import S3ArtifactService
 
         return S3ArtifactService(self.s3, self.config.artifact_bucket, self.keys, self.config.subject_secret)
 
@@ -149,8 +149,8 @@ class Platform:
     @cached_property
     def memory_service(self) -> FencedMemoryService:
         """The fenced ADK memory service (needs google-adk; the worker never uses it)."""
-        from stores.memory_service import FencedMemoryService, PostgresMemoryService, SessionCapture
-        from stores.memory_upkeep import MemoryUpkeep
+        from stores.memory.service import FencedMemoryService, PostgresMemoryService, SessionCapture
+        from stores.memory.upkeep import MemoryUpkeep
 
         purpose, retention = self.config.session_capture
         inner = PostgresMemoryService(
@@ -206,7 +206,7 @@ class Platform:
     def response_cache(self) -> ResponseCache:
         """The LLM response cache (``AdapterNotConfigured`` when the platform has none)."""
         from stores.adapters.interface import AdapterNotConfigured
-        from stores.response_cache import ResponseCache
+        from stores.response_cache.cache import ResponseCache
 
         if not self.config.cache_url:
             raise AdapterNotConfigured("no response cache is configured (ERASURE_CACHE_URL)")
@@ -221,7 +221,7 @@ class Platform:
             raise AdapterNotConfigured("no Chroma memory backend is configured (ERASURE_CHROMA_PATH)")
         if importlib.util.find_spec("chromadb") is None:  # an extra: erasure-orchestrator[chroma]
             raise AdapterNotConfigured("chromadb is not installed")
-        from stores.chroma_memory import ChromaMemory
+        from stores.chroma.collection import ChromaMemory
 
         return ChromaMemory(self.config.chroma_path, self.keys, self.ledger, self.config.subject_secret)
 
@@ -234,8 +234,8 @@ class Platform:
 
     def adk_session_service(self) -> SealedSessionService:
         """The session service agents use: google-adk's, with user content sealed under the user's data key
-        (``stores.sealed_adk``); call from async code."""
-        from stores.sealed_adk import SealedSessionService
+        (``stores.sessions.sealed_service``); call from async code."""
+        from stores.sessions.sealed_service import SealedSessionService
 
         return SealedSessionService(
             sqlalchemy_url(self.config.postgres_url), keys=self.keys, subject_secret=self.config.subject_secret

@@ -9,15 +9,15 @@ from typing import Any
 
 from stores.adapters.interface import Beat, Bound, EraseAdapter, Remaining, Subject, Swept
 from stores.adapters.registry import AdapterRegistry
-from stores.approvals import Kind
-from stores.identity import subject_key
+from stores.books.approvals import Kind
+from stores.books.request_record import RequestRecord
 from stores.platform import Platform
-from stores.request_record import RequestRecord
+from stores.privacy.identity import subject_key
 from tests.saga_harness import SagaHarness
 from workers.local_secrets import load_secrets
 from workers.service import new_request_id
 from workers.worker import activity_objects, build_worker
-from workflows.contracts import ErasureResult
+from workflows.contracts.erasure import ErasureResult
 
 
 class Wrapped:

@@ -22,7 +22,7 @@ from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from stores.migrate import prepare_database
+from stores.infra.migrate import prepare_database
 from stores.platform import Platform
 from tests.console_harness import api, issuer  # noqa: F401 (the console fixtures, for every module)
 from tests.saga_harness import SagaHarness
@@ -34,7 +34,7 @@ from workers.stack import launcher
 from workers.stack.parts import CachePart, KmsPart, PostgresPart, S3Part, find_binary, root_postgres_base
 from workers.wiring import build_platform
 from workers.worker import build_worker
-from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
+from workflows.contracts.search_attributes import ALL as SEARCH_ATTRIBUTES
 
 warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
 

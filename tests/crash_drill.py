@@ -18,8 +18,8 @@ from temporalio.client import Client
 from tests.untouched import assert_untouched
 from tests.worker_process import WorkerProcess
 from workers.settings import Settings
-from workflows.contracts import activity_label, workflow_id
-from workflows.search_attributes import ERASURE_STAGE
+from workflows.contracts.erasure import activity_label, workflow_id
+from workflows.contracts.search_attributes import ERASURE_STAGE
 
 
 @dataclass(frozen=True)
@@ -112,13 +112,13 @@ RANDOM_POINTS = [  # in the order they can occur (artifacts, logs and sessions -
 async def _randomised(erasures: int, seed: int, state_dir: Path) -> int:
     import random
 
-    from stores.fingerprint import user_snapshot
-    from stores.migrate import prepare_database
-    from stores.seeder import seed_platform, user_ids
+    from stores.infra.migrate import prepare_database
+    from stores.operations.fingerprint import user_snapshot
     from tests.saga_harness import SagaHarness
     from tests.stack_fixture import make_test_settings
     from workers.stack import launcher
     from workers.stack.parts import all_parts
+    from workers.stack.seeding.seeder import seed_platform, user_ids
     from workers.temporal_client import connect
     from workers.wiring import build_platform
 

@@ -15,8 +15,15 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from workflows.contracts import SweepFinding, SweepInput, SweepPage, SweepPageInput, SweepResult, SweepSubjectInput
-from workflows.search_attributes import SWEEP_FINDINGS
+from workflows.contracts.erasure import (
+    SweepFinding,
+    SweepInput,
+    SweepPage,
+    SweepPageInput,
+    SweepResult,
+    SweepSubjectInput,
+)
+from workflows.contracts.search_attributes import SWEEP_FINDINGS
 from workflows.sweep import LateWriterSweepWorkflow
 
 PAGES = {"": ["req-a", "req-b"], "req-b": ["req-c"]}

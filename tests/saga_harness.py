@@ -11,13 +11,13 @@ from typing import Any
 from temporalio.client import Client
 
 from stores.platform import Platform
-from stores.seeder import SeedReport, seed_platform
-from verifier.receipt import load_public_key, public_key_pem, signing_key, verify
-from verifier.receipt_activity import load_receipt
+from verifier.receipts.issuing import load_receipt
+from verifier.receipts.signing import load_public_key, public_key_pem, signing_key, verify
 from workers.local_secrets import load_secrets
 from workers.service import Filed, file_request
 from workers.settings import Settings
-from workflows.contracts import ErasureResult, workflow_id
+from workers.stack.seeding.seeder import SeedReport, seed_platform
+from workflows.contracts.erasure import ErasureResult, workflow_id
 
 
 @dataclass

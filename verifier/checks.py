@@ -29,11 +29,11 @@ from activities.support import PlatformActivities, beat, count, heartbeat_detail
 from stores.adapters.interface import Beat, Bound, Remaining, Subject
 from stores.adapters.registry import AdapterConfigError, AdapterRegistry
 from stores.adapters.tombstone_reads import tombstoned_sessions
-from stores.identity import subject_key
+from stores.books.request_record import RequestRecord
+from stores.books.requests import FINAL_STATES
 from stores.platform import Platform
-from stores.request_record import RequestRecord
-from stores.requests import FINAL_STATES
-from workflows.contracts import FENCE_CHECK, Activities, CheckInput, CheckResult, ChecksInput, ChecksResult
+from stores.privacy.identity import subject_key
+from workflows.contracts.erasure import FENCE_CHECK, Activities, CheckInput, CheckResult, ChecksInput, ChecksResult
 
 #: heartbeat detail of ``run_checks``: the results of the checks done so far in this verification
 _DONE = "checks_done"

@@ -18,9 +18,9 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import activity_refs as refs
-    from workflows import retry_policies
-    from workflows.contracts import Activities, CheckInput, CheckResult, ChecksInput, VerifyInput, VerifyResult
+    from workflows.contracts import activity_refs as refs
+    from workflows.contracts import retry_policies
+    from workflows.contracts.erasure import Activities, CheckInput, CheckResult, ChecksInput, VerifyInput, VerifyResult
 
 #: the checks of requests filed before plans existed (a plan's request names its own: its stores and the fence)
 CHECKS = ("sessions", "artifacts", "memory", "logs", "keys", "fence")

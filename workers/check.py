@@ -11,7 +11,7 @@ whatever a client library does.
 
 - ``postgres``: connects, and every schema migration this build ships is applied (latest version).
 - ``temporal``: connects (TLS and codec as the worker does), the namespace exists, and every custom search
-  attribute of ``workflows/search_attributes.py`` is registered with its type.
+  attribute of ``workflows/contracts/search_attributes.py`` is registered with its type.
 - ``kms``: the wrapping key (``ERASURE_KMS_KEY_ID``) exists, is enabled and is a symmetric encryption key.
 - ``buckets``: the artifact, log and receipt buckets exist; artifacts and logs are versioned.
 - ``cache`` (only when a response cache is configured): the Redis-protocol server answers ``PING``.
@@ -71,7 +71,7 @@ def _reason(exc: BaseException) -> str:
 def check_postgres(settings: Settings) -> PartCheck:
     import psycopg
 
-    from stores.migrate import discover
+    from stores.infra.migrate import discover
 
     latest = max(m.version for m in discover())
     try:
@@ -97,7 +97,7 @@ async def _check_temporal(settings: Settings, secrets: Secrets) -> PartCheck:
     from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 
     from workers.temporal_client import connect
-    from workflows.search_attributes import ALL
+    from workflows.contracts.search_attributes import ALL
 
     client = await connect(settings, secrets)
     namespace = settings.temporal_namespace
@@ -124,7 +124,7 @@ def check_temporal(settings: Settings, secrets: Secrets) -> PartCheck:
 
 
 def check_kms(settings: Settings) -> PartCheck:
-    from stores.aws_clients import SINGLE_ATTEMPT, kms_client
+    from stores.infra.aws_clients import SINGLE_ATTEMPT, kms_client
     from workers.wiring import aws_endpoints, kms_key_id
 
     key_id = kms_key_id(settings)
@@ -140,7 +140,7 @@ def check_kms(settings: Settings) -> PartCheck:
 
 def check_buckets(settings: Settings, buckets: Mapping[str, bool] | None = None) -> PartCheck:
     """``buckets``: bucket -> must be versioned; by default the worker's three (artifacts and logs versioned)."""
-    from stores.aws_clients import SINGLE_ATTEMPT, s3_client
+    from stores.infra.aws_clients import SINGLE_ATTEMPT, s3_client
     from workers.wiring import aws_endpoints
 
     s3 = s3_client(aws_endpoints(settings), SINGLE_ATTEMPT)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import psycopg
 
-from stores.errors import StoreError
+from stores.infra.errors import StoreError
 from workers import tracing
 from workers.errors import ErasureCliError
 from workers.logging_setup import configure_logging

@@ -56,7 +56,7 @@ def _worker(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _migrate(_args: argparse.Namespace, settings: Settings) -> int:
-    from stores.migrate import prepare_database
+    from stores.infra.migrate import prepare_database
 
     applied = prepare_database(settings.postgres_url)
     print(f"migrations: {'applied ' + ', '.join(map(str, applied)) if applied else 'up to date'}")
@@ -68,7 +68,7 @@ def _migrate(_args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _seed(args: argparse.Namespace, settings: Settings) -> int:
-    from stores.seeder import seed_platform, user_ids
+    from workers.stack.seeding.seeder import seed_platform, user_ids
 
     users = user_ids(args.users, args.seed, args.prefix)
     with _platform(settings) as platform:
@@ -150,7 +150,7 @@ def _request(args: argparse.Namespace, settings: Settings) -> int:
 
 def _forget_status(request_id: str, settings: Settings) -> int:
     """``erasure status fr_...``: a forget filed without ``--wait`` can be followed (it said no such request)."""
-    from stores.errors import RequestNotFound
+    from stores.infra.errors import RequestNotFound
 
     with _platform(settings) as platform:
         try:
@@ -274,15 +274,15 @@ def _hold(args: argparse.Namespace, settings: Settings, place: bool) -> int:
 
 
 def _public_key(settings: Settings) -> Any:
-    from verifier.receipt import signing_key
+    from verifier.receipts.signing import signing_key
     from workers.local_secrets import load_secrets
 
     return signing_key(load_secrets(settings).signing_key).public_key()
 
 
 def _receipt_show(args: argparse.Namespace, settings: Settings) -> int:
-    from verifier.receipt import document_bytes
-    from verifier.receipt_activity import load_receipt
+    from verifier.receipts.issuing import load_receipt
+    from verifier.receipts.signing import document_bytes
 
     with _platform(settings) as platform:
         document = load_receipt(platform, args.request_id)
@@ -306,7 +306,7 @@ def _receipt_show(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _receipt_verify(args: argparse.Namespace, settings: Settings) -> int:
-    from verifier.receipt import InvalidReceipt, load_public_key, verify_bytes
+    from verifier.receipts.signing import InvalidReceipt, load_public_key, verify_bytes
 
     key = load_public_key(Path(args.public_key).read_bytes()) if args.public_key else _public_key(settings)
     try:
@@ -339,7 +339,7 @@ def receipt_verdict(body: dict[str, Any]) -> tuple[bool, str]:
 
 
 def _receipt_public_key(_args: argparse.Namespace, settings: Settings) -> int:
-    from verifier.receipt import public_key_pem
+    from verifier.receipts.signing import public_key_pem
 
     sys.stdout.write(public_key_pem(_public_key(settings)))
     return 0
@@ -348,7 +348,7 @@ def _receipt_public_key(_args: argparse.Namespace, settings: Settings) -> int:
 def _reverify(args: argparse.Namespace, settings: Settings) -> int:
     from workers.service import reverify_input
     from workers.temporal_client import connect
-    from workflows.contracts import VERIFIER_WORKFLOW, VerifyResult
+    from workflows.contracts.erasure import VERIFIER_WORKFLOW, VerifyResult
 
     if args.request_id.startswith("fr_"):  # a forget: its own store and workflow
         return _forget_status(args.request_id, settings)
@@ -468,8 +468,8 @@ def _codec_server(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _replay_tombstones(_args: argparse.Namespace, settings: Settings) -> int:
-    from stores.lifecycle_replay import replay_lifecycle
-    from stores.restore import replay_tombstones
+    from stores.lifecycle.replay import replay_lifecycle
+    from stores.operations.restore import replay_tombstones
 
     with _platform(settings) as platform:
         entries, totals = replay_tombstones(platform)

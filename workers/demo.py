@@ -10,21 +10,21 @@ from typing import Any
 
 from temporalio.client import Client
 
-from stores.fingerprint import snapshot
+from stores.operations.fingerprint import snapshot
 from stores.platform import Platform
-from stores.seeder import seed_platform, user_ids
-from verifier.receipt import document_bytes, verify_bytes
-from verifier.receipt_activity import load_receipt
+from verifier.receipts.issuing import load_receipt
+from verifier.receipts.signing import document_bytes, verify_bytes
 from workers.local_idp import load_logins, logins_path
 from workers.local_secrets import load_secrets
 from workers.progress_view import LiveDisplay, render, render_verifications
 from workers.service import file_request, progress, ui_link, worker_polling
 from workers.settings import Settings
 from workers.stack import launcher
+from workers.stack.seeding.seeder import seed_platform, user_ids
 from workers.temporal_client import connect
 from workers.wiring import build_platform
 from workers.worker import build_worker
-from workflows.contracts import ErasureResult, workflow_id
+from workflows.contracts.erasure import ErasureResult, workflow_id
 
 APP = "demo-support"
 DEMO_DELAY_SECONDS = 5
@@ -108,7 +108,7 @@ async def _demo(settings: Settings) -> int:
     out = settings.state_path / "receipts" / f"{filed.request_id}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(document_bytes(document))
-    from verifier.receipt import signing_key
+    from verifier.receipts.signing import signing_key
 
     body = verify_bytes(out.read_bytes(), signing_key(load_secrets(settings).signing_key).public_key())
     print("\nVerification (checked directly in every store):")

@@ -14,18 +14,18 @@ from dataclasses import dataclass
 from temporalio.client import Client
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from stores.approvals import Path as ApprovalPath
-from stores.approvals import actor_ref
-from stores.errors import InvalidIdentifier, NotApproved
-from stores.forget_requests import ForgetPayload, ForgetRequestRow
-from stores.forget_resolution import Preview, resolve
-from stores.forgetting import ForgetRefused
-from stores.in_transaction import Also
+from stores.books.approvals import Path as ApprovalPath
+from stores.books.approvals import actor_ref
+from stores.forgetting.requests import ForgetPayload, ForgetRequestRow
+from stores.forgetting.resolution import Preview, resolve
+from stores.infra.errors import InvalidIdentifier, NotApproved
+from stores.infra.in_transaction import Also
+from stores.ledgers.forget_tombstones import ForgetRefused
 from stores.platform import Platform
 from workers.service import RequestRefused, validate_request
 from workers.settings import Settings
-from workflows.forget_contracts import FORGET_WORKFLOW, ForgetInput, ForgetResult, forget_workflow_id
-from workflows.search_attributes import ERASURE_STAGE, ERASURE_STATUS
+from workflows.contracts.forget import FORGET_WORKFLOW, ForgetInput, ForgetResult, forget_workflow_id
+from workflows.contracts.search_attributes import ERASURE_STAGE, ERASURE_STATUS
 
 
 def preview(platform: Platform, app_name: str, user_id: str, about: str, limit: int = 10) -> Preview:

@@ -13,7 +13,7 @@ from typing import Any
 
 import structlog
 
-from stores.redaction import current, sensitive
+from stores.privacy.redaction import current, sensitive
 
 __all__ = ["configure_logging", "get_logger", "refuse_raw_identifiers", "sensitive"]
 

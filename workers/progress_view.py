@@ -6,7 +6,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from workflows.contracts import Progress
+from workflows.contracts.erasure import Progress
 
 _ICON = {"pending": "·", "running": "▶", "done": "✔", "failed": "✖", "skipped": "-"}
 

@@ -13,7 +13,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
 from workers.settings import Settings
-from workflows.reseal_contracts import RESEAL_RUN_ID, RESEAL_WORKFLOW, ResealCounts, ResealInput, ResealProgress
+from workflows.contracts.reseal import RESEAL_RUN_ID, RESEAL_WORKFLOW, ResealCounts, ResealInput, ResealProgress
 
 
 def describe(counts: ResealCounts) -> str:

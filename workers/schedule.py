@@ -21,8 +21,8 @@ from temporalio.client import (
 )
 
 from workers.settings import Settings
-from workflows.contracts import SWEEP_WORKFLOW, SweepInput
-from workflows.expiry_contracts import EXPIRY_RUN_ID, EXPIRY_WORKFLOW, ExpiryInput
+from workflows.contracts.erasure import SWEEP_WORKFLOW, SweepInput
+from workflows.contracts.expiry import EXPIRY_RUN_ID, EXPIRY_WORKFLOW, ExpiryInput
 
 SCHEDULE_ID = "late-writer-sweep"
 EXPIRY_SCHEDULE_ID = "retention-expiry-sweep"

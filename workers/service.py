@@ -12,17 +12,17 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.service import RPCError
 
 from activities.request import worker_plan
-from stores.approvals import actor_ref
-from stores.errors import InvalidIdentifier
-from stores.identity import decode_hex_id, normalisation_variants, subject_key, validate_app_name, validate_id
+from stores.books.approvals import actor_ref
+from stores.books.request_filing import Filing
+from stores.books.requests import ErasureRequestRow
+from stores.infra.errors import InvalidIdentifier
+from stores.infra.tracing import span
+from stores.operations.presence import ids_holding_data
 from stores.platform import Platform
-from stores.presence import ids_holding_data
-from stores.request_filing import Filing
-from stores.requests import ErasureRequestRow
-from stores.tracing import span
+from stores.privacy.identity import decode_hex_id, normalisation_variants, subject_key, validate_app_name, validate_id
 from workers.errors import ErasureCliError
 from workers.settings import Settings
-from workflows.contracts import (
+from workflows.contracts.erasure import (
     ERASURE_WORKFLOW,
     FENCE_CHECK,
     ApprovalPolicy,
@@ -31,7 +31,7 @@ from workflows.contracts import (
     VerifyInput,
     workflow_id,
 )
-from workflows.search_attributes import ERASURE_DUE_DATE, ERASURE_STAGE, ERASURE_STATUS
+from workflows.contracts.search_attributes import ERASURE_DUE_DATE, ERASURE_STAGE, ERASURE_STATUS
 
 
 class RequestRefused(ErasureCliError):

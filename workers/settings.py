@@ -321,7 +321,7 @@ class Settings(BaseSettings):
     memory_session_retention: str = Field(
         default="conversation",
         description="The retention class of memories ingested from sessions (one of "
-        "stores.memory_lifecycle.RETENTION_CLASSES).",
+        "stores.memory.lifecycle_rules.RETENTION_CLASSES).",
     )
     oidc_issuer: str = Field(
         default="",

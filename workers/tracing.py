@@ -9,12 +9,12 @@ suite's and ``make demo``'s output stay readable).
 One trace per request: the console's HTTP span (``console/telemetry.py``) or the CLI's filing span
 (``workers/service.py``) is the root; the Temporal client's ``TracingInterceptor`` carries it in the
 workflow's start header, so the workflow's spans, its activities' and their Postgres, S3 and KMS calls
-(``stores/tracing.py``) share its trace id. Nothing personal: span names are fixed strings; attributes are
+(``stores/infra/tracing.py``) share its trace id. Nothing personal: span names are fixed strings; attributes are
 workflow, run and activity ids (``erasure-er_...``: request ids), operations, tables and buckets.
 
 ``install`` takes a ready provider (a test's in-memory exporter) and ``uninstall`` puts the previous one
 back: OpenTelemetry's global provider can be set only once per process, so the stores and the interceptor
-ask ``stores.tracing.provider()`` instead.
+ask ``stores.infra.tracing.provider()`` instead.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 from temporalio.client import Interceptor
 
-from stores import tracing as store_tracing
+from stores.infra import tracing as store_tracing
 from workers.settings import Settings
 
 #: the process's own provider, once ``configure`` made one (flushed by ``shutdown``)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from stores.aws_clients import AwsEndpoints
-from stores.memory_lifecycle import Caps
-from stores.outbound import parse_allowlist
+from stores.infra.aws_clients import AwsEndpoints
+from stores.infra.outbound import parse_allowlist
+from stores.memory.lifecycle_rules import Caps
 from stores.platform import Platform, PlatformConfig
 from workers.errors import ConfigError
 from workers.local_secrets import Secrets, load_secrets

@@ -45,10 +45,10 @@ from activities.sessions import SessionActivities
 from activities.store_steps import StoreStepActivities
 from activities.sweep import SweepActivities
 from stores.adapters.registry import AdapterRegistry
-from stores.approvals import ApprovalStore
+from stores.books.approvals import ApprovalStore
 from stores.platform import Platform
 from verifier.checks import VerifierActivities
-from verifier.receipt_activity import ReceiptActivities
+from verifier.receipts.issuing import ReceiptActivities
 from verifier.workflow import VerifierWorkflow
 from workers.credential_reload import TemporalCredentials
 from workers.logging_setup import get_logger

@@ -55,9 +55,9 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import activity_refs as refs
-    from workflows import retry_policies
-    from workflows.contracts import (
+    from workflows.contracts import activity_refs as refs
+    from workflows.contracts import retry_policies
+    from workflows.contracts.erasure import (
         FENCE_CHECK,
         STEPS,
         VERIFIER_WORKFLOW,
@@ -86,7 +86,7 @@ with workflow.unsafe.imports_passed_through():
         VerifyResult,
         store_activity_id,
     )
-    from workflows.search_attributes import ERASURE_DUE_DATE, ERASURE_STAGE, ERASURE_STATUS
+    from workflows.contracts.search_attributes import ERASURE_DUE_DATE, ERASURE_STAGE, ERASURE_STATUS
 
 QUICK_TIMEOUT = timedelta(seconds=15)
 BATCH_TIMEOUT = timedelta(minutes=30)
@@ -110,7 +110,7 @@ async def call(name: str, arg: object, result_type: type[T], *, batched: bool = 
 
 
 async def quick(declared: Callable[[A], T], arg: A) -> T:
-    """Run a quick activity by its typed declaration (``workflows.activity_refs``) with the saga's policy."""
+    """Run a quick activity by its typed declaration (``workflows.contracts.activity_refs``) with the saga's policy."""
     return await workflow.execute_activity(
         declared, arg, start_to_close_timeout=QUICK_TIMEOUT, retry_policy=retry_policies.STEP
     )

@@ -23,8 +23,8 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.exceptions import ActivityError, ChildWorkflowError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import retry_policies
-    from workflows.expiry_contracts import (
+    from workflows.contracts import retry_policies
+    from workflows.contracts.expiry import (
         ExpiryCounts,
         ExpiryFiled,
         ExpiryFileInput,
@@ -36,8 +36,8 @@ with workflow.unsafe.imports_passed_through():
         expiry_file,
         expiry_page,
     )
-    from workflows.forget_contracts import FORGET_WORKFLOW, ForgetInput, ForgetResult, forget_workflow_id
-    from workflows.search_attributes import ERASURE_STAGE, ERASURE_STATUS
+    from workflows.contracts.forget import FORGET_WORKFLOW, ForgetInput, ForgetResult, forget_workflow_id
+    from workflows.contracts.search_attributes import ERASURE_STAGE, ERASURE_STATUS
 
 #: how each group ended, as the field of ``ExpiryCounts`` it counts in
 _OUTCOMES = ("completed", "held", "failed", "in_flight", "skipped_held", "skipped_fenced", "gone")

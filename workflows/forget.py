@@ -16,8 +16,8 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import error_types, retry_policies
-    from workflows.forget_contracts import (
+    from workflows.contracts import error_types, retry_policies
+    from workflows.contracts.forget import (
         FORGET_STEPS,
         ForgetApplied,
         ForgetFinish,
@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
         forget_receipt,
         forget_verify,
     )
-    from workflows.search_attributes import ERASURE_STAGE, ERASURE_STATUS
+    from workflows.contracts.search_attributes import ERASURE_STAGE, ERASURE_STATUS
 
 
 def _deleted_before_hold(cause: BaseException | None) -> int:

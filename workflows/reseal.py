@@ -17,8 +17,8 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import error_types, retry_policies
-    from workflows.reseal_contracts import (
+    from workflows.contracts import error_types, retry_policies
+    from workflows.contracts.reseal import (
         RESEAL_TABLES,
         ResealCounts,
         ResealInput,

@@ -19,8 +19,8 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import retry_policies
-    from workflows.contracts import (
+    from workflows.contracts import retry_policies
+    from workflows.contracts.erasure import (
         Activities,
         SweepFinding,
         SweepInput,
@@ -29,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
         SweepResult,
         SweepSubjectInput,
     )
-    from workflows.search_attributes import SWEEP_FINDINGS
+    from workflows.contracts.search_attributes import SWEEP_FINDINGS
 
 SUBJECT_FAILURES_PATCH = "subject-failures-v1"
 CONCURRENCY = 20

@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from stores.logs import hash_or_none
+from stores.privacy.identity import hash_or_none
 
 CHUNK = 500  # ids per statement: every id is its own index probe
 

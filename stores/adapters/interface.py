@@ -39,8 +39,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from stores.books.request_record import RequestRecord
     from stores.platform import Platform
-    from stores.request_record import RequestRecord
 
 #: ``after`` entry meaning: after every adapter that does not itself declare it.
 AFTER_EVERY_OTHER = "*"

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 from psycopg_pool import ConnectionPool
 
-from stores.identity import session_digest
-from stores.tombstones import open_session_id
+from stores.ledgers.tombstones import open_session_id
+from stores.privacy.identity import session_digest
 
 
 def erased_session_ids(pool: ConnectionPool, secret: bytes, subject: str, digests: Sequence[str]) -> list[str]:

@@ -17,16 +17,16 @@ from pathlib import Path
 
 import pytest
 
-from stores.fingerprint import user_snapshot
-from stores.seeder import user_ids
+from stores.operations.fingerprint import user_snapshot
 from tests.plugins.notes_store import folder, write_note
 from tests.saga_harness import SagaHarness
 from tests.untouched import assert_untouched
 from workers.local_secrets import load_secrets
 from workers.service import reverify_input
+from workers.stack.seeding.seeder import user_ids
 from workers.wiring import build_platform
 from workers.worker import build_worker
-from workflows.contracts import VERIFIER_WORKFLOW, VerifyResult
+from workflows.contracts.erasure import VERIFIER_WORKFLOW, VerifyResult
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 

@@ -12,9 +12,9 @@ from google.adk.events.event import Event
 from google.adk.runners import Runner
 from google.genai import types
 
-from stores.artifacts import session_prefix
-from stores.identity import session_ref, subject_key
+from stores.artifacts.bucket import session_prefix
 from stores.platform import Platform
+from stores.privacy.identity import session_ref, subject_key
 
 pytestmark = pytest.mark.integration
 

@@ -8,8 +8,8 @@ import asyncio
 import pytest
 
 from bench.sealing import search_cost, seed_search_users, session_cost
-from stores.identity import subject_key
 from stores.platform import Platform
+from stores.privacy.identity import subject_key
 
 pytestmark = pytest.mark.integration
 

@@ -2,7 +2,8 @@
 
 2,000 users are bulk-seeded (keys wrapped offline by the local KMS key, the benchmark's way); 20 of them are
 read back through the sealed session service, google-adk's plain service, the memory service and store, the
-artifact service and the log archive (``stores.bulk_check``). A bulk user's rows are compared with the rows
+artifact service and the log archive (``workers.stack.seeding.bulk_check``).
+A bulk user's rows are compared with the rows
 ``SealedSessionService`` writes for the same sessions and events (another user, the same plan), and the
 memory rows with those the fenced memory service writes for them. A bulk-seeded session takes a new event
 through the sealed service, one bulk user is erased by the real saga (completed, verified), and the others
@@ -21,16 +22,16 @@ from google.adk.memory.memory_entry import MemoryEntry
 from google.adk.sessions.schemas import v1
 from google.genai import types
 
-from stores.adk_seal import RowSealer
-from stores.bulk_check import check_sample
-from stores.bulk_seed import APP_STATE, bulk_seed, plan_user
-from stores.identity import subject_key
 from stores.platform import Platform
-from stores.seeder import user_ids
+from stores.privacy.identity import subject_key
+from stores.sessions.sealing import RowSealer
 from tests.saga_harness import SagaHarness
 from workers.local_kms import offline_wrapper
 from workers.settings import Settings
 from workers.stack.parts import KmsPart
+from workers.stack.seeding.bulk_check import check_sample
+from workers.stack.seeding.bulk_seed import APP_STATE, bulk_seed, plan_user
+from workers.stack.seeding.seeder import user_ids
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 

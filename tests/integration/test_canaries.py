@@ -5,10 +5,10 @@ filed under anyone, is found by the canary scan."""
 from __future__ import annotations
 
 from activities.request import RequestActivities
-from stores.identity import subject_key, token_digest
-from stores.memory import NewMemory
+from stores.memory.rows import NewMemory
 from stores.platform import Platform
-from stores.seeder import user_ids
+from stores.privacy.identity import subject_key, token_digest
+from workers.stack.seeding.seeder import user_ids
 
 APP = "canary-capture"
 WORD = "quorvelantixbrume"  # letters only, long: the first candidate

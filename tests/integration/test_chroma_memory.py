@@ -20,17 +20,17 @@ from typing import Any
 
 import pytest
 
-from stores.adapters.chroma_memory import ChromaMemoryAdapter
 from stores.adapters.interface import Beat, Bound, Subject, Swept
-from stores.chroma_memory import COLLECTION, ChromaMemory
-from stores.fingerprint import snapshot
-from stores.identity import subject_key
-from stores.memory import NewMemory
+from stores.chroma.adapter import ChromaMemoryAdapter
+from stores.chroma.collection import COLLECTION, ChromaMemory
+from stores.memory.rows import NewMemory
+from stores.operations.fingerprint import snapshot
 from stores.platform import Platform
-from stores.seeder import user_ids
+from stores.privacy.identity import subject_key
 from tests.adapter_wrap import Wrapped, erase_with, open_request, registry_with
 from tests.saga_harness import SagaHarness
 from tests.untouched import assert_untouched
+from workers.stack.seeding.seeder import user_ids
 
 pytestmark = pytest.mark.integration
 on_the_session_loop = pytest.mark.asyncio(loop_scope="session")
@@ -237,7 +237,7 @@ def test_a_backend_never_written_to_still_verifies(platform: Platform, tmp_path:
 
 def test_a_database_written_after_another_was_dropped_holds_none_of_its_vectors(platform: Platform) -> None:
     """hnswlib persists its whole level-0 buffer, unused slots included, allocated with ``malloc``: without
-    ``stores.heap_scrub`` a database written in this process after another subject's index was opened and
+    ``stores.chroma.heap_scrub`` a database written in this process after another subject's index was opened and
     dropped held bytes of that index (seen in one round in two to twelve). Each round opens a subject's index,
     drops its database, writes another subject's, and scans the second's files for the first's vectors."""
     app = "chroma-heap"

@@ -1,4 +1,4 @@
-"""Shared physical clean-up runs (``stores.adapters.cleanup``) under concurrency: erasures waiting for a run
+"""Shared physical clean-up runs (``stores.physical.cleanup``) under concurrency: erasures waiting for a run
 another erasure holds must not hold the database pool while they wait. With 20 concurrent erasures and a
 pool of 8, waiters holding connections starved every other step (its activities failed with "database
 unavailable" and were retried with backoff: a compaction step of 19 s at the median)."""
@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
-from stores.adapters.cleanup import CleanupBooks, covered_targets
+from stores.physical.cleanup import CleanupBooks, covered_targets
 from stores.platform import Platform
 
 pytestmark = [pytest.mark.integration]

@@ -11,9 +11,9 @@ import pytest
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
-from stores.fingerprint import snapshot
-from stores.seeder import user_ids
+from stores.operations.fingerprint import snapshot
 from tests.saga_harness import SagaHarness
+from workers.stack.seeding.seeder import user_ids
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import uuid
 
-from stores.common_digests import common_digests
-from stores.identity import subject_key, token_digest
-from stores.memory import NewMemory
+from stores.memory.common_digests import common_digests
+from stores.memory.rows import NewMemory
 from stores.platform import Platform
+from stores.privacy.identity import subject_key, token_digest
 
 APP = "common-digests-app"
 HOLDERS = 3_000  # rows of other subjects holding the common word

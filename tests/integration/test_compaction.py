@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from stores.adapters.compaction import NOT_OFFERED, OFFERED, TARGET, CompactionAdapter
-from stores.artifacts import user_prefix, user_scope_prefix
-from stores.identity import key_part, subject_key
+from stores.artifacts.bucket import user_prefix, user_scope_prefix
+from stores.physical.compaction import NOT_OFFERED, OFFERED, TARGET, CompactionAdapter
 from stores.platform import Platform
-from stores.seeder import user_ids
+from stores.privacy.identity import key_part, subject_key
 from tests.adapter_wrap import erase_with, open_request, registry_with
 from tests.saga_harness import SagaHarness
 from workers.settings import Settings
+from workers.stack.seeding.seeder import user_ids
 from workers.wiring import build_platform
 
 pytestmark = [pytest.mark.integration]

@@ -33,15 +33,15 @@ from psycopg.types.json import Jsonb
 
 from console.app import PUBLIC_PATHS
 from console.identity import ROLES
-from stores.identity import subject_key
-from stores.seeder import user_ids
+from stores.privacy.identity import subject_key
 from tests.console_harness import APP, Api, Browser
 from tests.oidc_issuer import new_key
 from tests.saga_harness import SagaHarness
 from tests.stack_fixture import free_port_block
 from workers.codec import EncryptionCodec
 from workers.local_secrets import load_secrets
-from workflows.contracts import workflow_id
+from workers.stack.seeding.seeder import user_ids
+from workflows.contracts.erasure import workflow_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -1133,7 +1133,7 @@ async def test_an_approval_sent_with_the_start_is_judged_not_refused(api: Api) -
     from console.identity import actor_ref
     from workers.local_secrets import load_secrets
     from workers.worker import build_worker
-    from workflows.contracts import ApprovalPolicy, Decision
+    from workflows.contracts.erasure import ApprovalPolicy, Decision
     from workflows.erasure import ErasureWorkflow
 
     target = user_ids(1, 617, prefix="console")[0]

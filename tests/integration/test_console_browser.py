@@ -26,14 +26,14 @@ from typing import Any
 
 import pytest
 
-from stores.seeder import seed_platform, user_ids
 from tests.stack_fixture import make_test_settings
 from workers.local_idp import logins_path
 from workers.settings import Settings
 from workers.stack import launcher
 from workers.stack.parts import root_postgres_base
+from workers.stack.seeding.seeder import seed_platform, user_ids
 from workers.wiring import build_platform
-from workflows.contracts import workflow_id
+from workflows.contracts.erasure import workflow_id
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [

@@ -7,8 +7,8 @@ import httpx
 import pytest
 
 from console.telemetry import serve_metrics
-from stores.seeder import user_ids
 from tests.console_harness import APP, Api
+from workers.stack.seeding.seeder import user_ids
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 

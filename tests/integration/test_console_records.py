@@ -22,11 +22,11 @@ import pytest
 from botocore.exceptions import ClientError
 from google.protobuf import json_format
 
-from stores.identity import subject_key
-from stores.seeder import user_ids
+from stores.privacy.identity import subject_key
 from tests.console_harness import APP, Api, Browser
 from workers.codec import EncryptionCodec
 from workers.local_secrets import load_secrets
+from workers.stack.seeding.seeder import user_ids
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 

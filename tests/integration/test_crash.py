@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from stores.fingerprint import user_snapshot
-from stores.seeder import user_ids
+from stores.operations.fingerprint import user_snapshot
 from tests.crash_drill import KillPoint, drill
 from tests.saga_harness import SagaHarness
 from tests.untouched import assert_untouched
 from tests.worker_process import WorkerProcess
 from workers.settings import Settings
+from workers.stack.seeding.seeder import user_ids
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -87,7 +87,7 @@ async def test_killed_workers_resume_and_the_forget_completes(
     """Item forgetting (issue 16) survives SIGKILLed workers the same way: apply resumes idempotently."""
     from tests.forget_fixtures import ingest, make_sessions, recall
     from workers.forget_service import file_forget, forget_result, preview
-    from workflows.forget_contracts import forget_workflow_id
+    from workflows.contracts.forget import forget_workflow_id
 
     app, user = "crash-forget", f"crash-forget-{uuid.uuid4().hex[:8]}@example.org"
     turns = [["I live in Pune near the river.", "Our Pune office is on FC Road."], ["I moved to Berlin."]]

@@ -11,10 +11,10 @@ import uuid
 import httpx
 import pytest
 
-from stores.adapters.compaction import CompactionAdapter
-from stores.deletion_queue import MARKER_DIRECTORY, FilerDeletionQueue
+from stores.infra.seaweedfs import SeaweedMaster
+from stores.ledgers.deletion_queue import MARKER_DIRECTORY, FilerDeletionQueue
+from stores.physical.compaction import CompactionAdapter
 from stores.platform import Platform
-from stores.seaweedfs import SeaweedMaster
 from workers.settings import Settings
 
 pytestmark = [pytest.mark.integration]

@@ -15,19 +15,19 @@ from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
 from activities.expiry import ExpiryActivities
-from stores.fingerprint import snapshot, user_snapshot
-from stores.identity import subject_key
-from stores.memory import NewMemory
+from stores.memory.rows import NewMemory
+from stores.operations.fingerprint import snapshot, user_snapshot
 from stores.platform import Platform
+from stores.privacy.identity import subject_key
 from tests.forget_fixtures import ingest, make_sessions, recall
 from tests.integration.test_privacy import history_texts
 from tests.saga_harness import SagaHarness
 from tests.untouched import assert_untouched
-from verifier.receipt import FORGET_SCHEMA_ID, signing_key, verify
-from verifier.receipt_activity import load_receipt
+from verifier.receipts.issuing import load_receipt
+from verifier.receipts.signing import FORGET_SCHEMA_ID, signing_key, verify
 from workers.local_secrets import load_secrets
+from workflows.contracts.expiry import ExpiryCounts, ExpiryFileInput, ExpiryInput
 from workflows.expiry import ExpirySweepWorkflow
-from workflows.expiry_contracts import ExpiryCounts, ExpiryFileInput, ExpiryInput
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 

@@ -15,10 +15,9 @@ import pytest_asyncio
 from psycopg_pool import PoolTimeout
 from temporalio.client import Client
 
-from stores.fingerprint import user_snapshot
-from stores.migrate import prepare_database
+from stores.infra.migrate import prepare_database
+from stores.operations.fingerprint import user_snapshot
 from stores.platform import Platform
-from stores.seeder import seed_platform, user_ids
 from tests.saga_harness import SagaHarness
 from tests.stack_fixture import make_test_settings
 from tests.untouched import assert_untouched
@@ -26,9 +25,10 @@ from tests.worker_process import WorkerProcess
 from workers.settings import Settings
 from workers.stack import launcher
 from workers.stack.parts import KmsPart, Part, PostgresPart, S3Part, TemporalPart, all_parts
+from workers.stack.seeding.seeder import seed_platform, user_ids
 from workers.temporal_client import connect
 from workers.wiring import build_platform
-from workflows.contracts import activity_label, workflow_id
+from workflows.contracts.erasure import activity_label, workflow_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 

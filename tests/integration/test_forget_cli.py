@@ -9,7 +9,7 @@ import uuid
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from stores.identity import subject_key
+from stores.privacy.identity import subject_key
 from tests.forget_fixtures import ingest, make_sessions, recall
 from tests.integration.test_cli import cli
 from tests.saga_harness import SagaHarness

@@ -21,13 +21,13 @@ from google.adk.events.event import Event
 from google.genai import types
 from temporalio.testing import ActivityEnvironment
 
-from stores.fingerprint import snapshot
-from stores.forget_requests import ForgetPayload
-from stores.identity import session_ref, subject_key
+from stores.forgetting.requests import ForgetPayload
+from stores.operations.fingerprint import snapshot
 from stores.platform import Platform
+from stores.privacy.identity import session_ref, subject_key
 from tests.forget_fixtures import ingest, make_sessions, recall
 from tests.untouched import assert_untouched
-from workflows.forget_contracts import ForgetStep, ForgetVerifyInput
+from workflows.contracts.forget import ForgetStep, ForgetVerifyInput
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -230,9 +230,9 @@ def _sealed_documents(platform: Platform, sk: str, ids: set[str]) -> set[bytes]:
 
 
 async def test_an_item_forget_reaches_chroma_and_the_cache_and_the_receipt_lists_each_store(saga: Any) -> None:
-    from stores.memory import NewMemory
-    from verifier.receipt import signing_key, verify
-    from verifier.receipt_activity import load_receipt
+    from stores.memory.rows import NewMemory
+    from verifier.receipts.issuing import load_receipt
+    from verifier.receipts.signing import signing_key, verify
     from workers.forget_service import file_forget, forget_result
     from workers.local_secrets import load_secrets
 
@@ -298,7 +298,7 @@ async def test_an_item_forget_reaches_chroma_and_the_cache_and_the_receipt_lists
 
 
 async def test_a_session_erase_reaches_chroma_and_the_cache(platform: Platform) -> None:
-    from stores.memory import NewMemory
+    from stores.memory.rows import NewMemory
 
     run = uuid.uuid4().hex[:8]
     user = f"chroma-session-{run}@example.org"
@@ -364,7 +364,7 @@ async def test_a_store_that_holds_the_items_but_cannot_forget_them_fails_the_for
     from temporalio.exceptions import ApplicationError
 
     from stores.adapters.registry import AdapterRegistry
-    from workflows import error_types
+    from workflows.contracts import error_types
 
     run = uuid.uuid4().hex[:8]
     user = f"plugin-{run}@example.org"
@@ -393,7 +393,7 @@ async def test_a_store_that_holds_the_items_but_cannot_forget_them_fails_the_for
 async def test_the_forgets_checks_of_chroma_and_the_cache_can_fail(platform: Platform) -> None:
     """A check that cannot fail is a defect: what the forget covers, written back into Chroma and the cache
     past every fence after the forget, fails the verification's checks of those stores."""
-    from stores.memory import NewMemory
+    from stores.memory.rows import NewMemory
 
     run = uuid.uuid4().hex[:8]
     user = f"plant-{run}@example.org"

@@ -29,8 +29,8 @@ from google.adk.tools import load_memory
 from google.genai import types
 from pydantic import Field
 
-from stores.forget_tools import ForgetTools, redact_forgotten
-from stores.identity import subject_key
+from stores.forgetting.tools import ForgetTools, redact_forgotten
+from stores.privacy.identity import subject_key
 from tests.forget_fixtures import data_subject_filer, recall
 from tests.saga_harness import SagaHarness
 from workers.forget_service import forget_result

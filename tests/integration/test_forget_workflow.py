@@ -15,21 +15,21 @@ from pathlib import Path
 import pytest
 from google.genai import types
 
-from stores.artifacts import session_prefix
-from stores.fingerprint import snapshot, user_snapshot
-from stores.identity import subject_key
-from stores.logs import LogLine
+from stores.artifacts.bucket import session_prefix
+from stores.logs.archive import LogLine
+from stores.operations.fingerprint import snapshot, user_snapshot
+from stores.privacy.identity import subject_key
 from tests.adapter_wrap import record_approval
 from tests.forget_fixtures import ingest, make_sessions, recall
 from tests.integration.test_privacy import history_texts
 from tests.saga_harness import SagaHarness
 from tests.untouched import assert_untouched
-from verifier.receipt import FORGET_SCHEMA_ID, signing_key, verify
-from verifier.receipt_activity import load_receipt
+from verifier.receipts.issuing import load_receipt
+from verifier.receipts.signing import FORGET_SCHEMA_ID, signing_key, verify
 from workers.forget_service import file_forget, forget_result, preview
 from workers.local_secrets import load_secrets
 from workers.service import RequestRefused
-from workflows.forget_contracts import forget_workflow_id
+from workflows.contracts.forget import forget_workflow_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -282,8 +282,8 @@ async def test_a_forget_that_fails_for_good_ends_failed_and_drops_its_payload(sa
     touching anything; the failure names no one and the sealed payload is dropped all the same."""
     from temporalio.client import WorkflowFailureError
 
-    from stores.forget_requests import ForgetPayload
-    from workflows.forget_contracts import FORGET_WORKFLOW, ForgetInput
+    from stores.forgetting.requests import ForgetPayload
+    from workflows.contracts.forget import FORGET_WORKFLOW, ForgetInput
 
     platform = saga.platform
     run = uuid.uuid4().hex[:8]

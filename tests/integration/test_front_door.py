@@ -25,13 +25,19 @@ import temporalio.converter
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from stores.identity import subject_key
-from stores.seeder import user_ids
+from stores.privacy.identity import subject_key
 from tests.adapter_wrap import open_request
 from tests.saga_harness import SagaHarness
-from workflows import error_types
-from workflows.contracts import ERASURE_WORKFLOW, ApprovalPolicy, ErasureInput, PlanStep, workflow_id
-from workflows.forget_contracts import FORGET_WORKFLOW, ForgetInput, forget_workflow_id
+from workers.stack.seeding.seeder import user_ids
+from workflows.contracts.erasure import (
+    ERASURE_WORKFLOW,
+    ApprovalPolicy,
+    ErasureInput,
+    PlanStep,
+    error_types,
+    workflow_id,
+)
+from workflows.contracts.forget import FORGET_WORKFLOW, ForgetInput, forget_workflow_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -189,7 +195,7 @@ async def test_a_plain_json_input_is_refused_by_the_worker_and_no_step_runs(
 
 
 async def test_a_forget_started_directly_deletes_nothing(saga: SagaHarness) -> None:
-    from stores.forget_requests import ForgetPayload
+    from stores.forgetting.requests import ForgetPayload
 
     target = user_ids(1, 2721, prefix="door")[0]
     await saga.seed(APP, [target])

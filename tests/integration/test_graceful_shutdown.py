@@ -14,14 +14,14 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from stores.fingerprint import user_snapshot
-from stores.seeder import user_ids
+from stores.operations.fingerprint import user_snapshot
 from tests.crash_drill import pending_heartbeats
 from tests.saga_harness import SagaHarness
 from tests.worker_process import WorkerProcess
 from workers.settings import Settings
+from workers.stack.seeding.seeder import user_ids
 from workers.worker import GRACEFUL_SHUTDOWN, WORKER_SHUTTING_DOWN
-from workflows.contracts import Activities, activity_label, workflow_id
+from workflows.contracts.erasure import Activities, activity_label, workflow_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 

@@ -30,16 +30,16 @@ from temporalio.testing import WorkflowEnvironment
 from activities.fence import FenceActivities
 from stores.adapters.interface import Subject
 from stores.adapters.registry import AdapterRegistry
-from stores.fingerprint import user_snapshot
-from stores.identity import subject_key
-from stores.memory import NewMemory
-from stores.seeder import user_ids
+from stores.memory.rows import NewMemory
+from stores.operations.fingerprint import user_snapshot
+from stores.privacy.identity import subject_key
 from tests.adapter_wrap import Wrapped, registry_with
 from tests.saga_harness import SagaHarness, cli
 from workers.local_secrets import load_secrets
 from workers.service import progress, signal_hold_change
+from workers.stack.seeding.seeder import user_ids
 from workers.worker import activity_objects, build_worker
-from workflows.contracts import StepInput, StepResult, activity_label
+from workflows.contracts.erasure import StepInput, StepResult, activity_label
 
 PURPOSE: dict[str, object] = {"purpose": "test_recall"}  # every memory write names why it is kept
 

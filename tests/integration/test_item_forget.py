@@ -14,11 +14,11 @@ from google.adk.events.event import Event
 from google.adk.sessions import Session
 from google.genai import types
 
-from stores.fingerprint import snapshot
-from stores.forgetting import ForgetRefused
-from stores.identity import subject_key
-from stores.item_forget import ItemForgetter
+from stores.forgetting.item_forget import ItemForgetter
+from stores.ledgers.forget_tombstones import ForgetRefused
+from stores.operations.fingerprint import snapshot
 from stores.platform import Platform
+from stores.privacy.identity import subject_key
 from tests.forget_fixtures import ingest, make_sessions, recall
 from tests.untouched import assert_untouched
 

@@ -18,15 +18,15 @@ from typing import Any, ClassVar
 
 import pytest
 
-from stores.errors import InvalidIdentifier
-from stores.identity import subject_key
-from stores.logs import LogArchive, LogLine, SubjectLines, Verdict
+from stores.infra.errors import InvalidIdentifier
+from stores.logs.archive import LogArchive, LogLine, SubjectLines, Verdict
 from stores.platform import Platform
-from stores.seeder import user_ids
+from stores.privacy.identity import subject_key
 from tests.saga_harness import SagaHarness
 from workers.local_secrets import load_secrets
+from workers.stack.seeding.seeder import user_ids
 from workers.worker import build_worker
-from workflows.contracts import (
+from workflows.contracts.erasure import (
     SWEEP_WORKFLOW,
     VERIFIER_WORKFLOW,
     SweepInput,

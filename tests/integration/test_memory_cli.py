@@ -24,12 +24,12 @@ import pytest
 from google.adk.sessions import Session
 from google.genai import types
 
-from stores.artifacts import session_prefix
-from stores.fingerprint import snapshot
-from stores.identity import session_ref, subject_key
-from stores.memory import NewMemory
+from stores.artifacts.bucket import session_prefix
+from stores.lifecycle.session_retirement import retire_idle_sessions
+from stores.memory.rows import NewMemory
+from stores.operations.fingerprint import snapshot
 from stores.platform import Platform
-from stores.session_retirement import retire_idle_sessions
+from stores.privacy.identity import session_ref, subject_key
 from tests.forget_fixtures import make_sessions
 from workers.settings import Settings
 

@@ -18,13 +18,13 @@ import pytest
 from google.adk.memory.memory_entry import MemoryEntry
 from google.genai import types
 
-from stores.fingerprint import snapshot
-from stores.identity import subject_key
-from stores.lifecycle_replay import replay_lifecycle
-from stores.memory_lifecycle import Caps
-from stores.memory_service import FencedMemoryService, PostgresMemoryService
-from stores.memory_upkeep import MemoryUpkeep
+from stores.lifecycle.replay import replay_lifecycle
+from stores.memory.lifecycle_rules import Caps
+from stores.memory.service import FencedMemoryService, PostgresMemoryService
+from stores.memory.upkeep import MemoryUpkeep
+from stores.operations.fingerprint import snapshot
 from stores.platform import Platform
+from stores.privacy.identity import subject_key
 from tests.forget_fixtures import ingest, make_sessions, recall
 from tests.untouched import assert_untouched as compare
 from workers.forget_service import preview as forget_preview
@@ -315,7 +315,7 @@ def _pg(name: str) -> str:
 def test_a_restore_from_before_a_correction_and_a_forget_replays_the_lifecycle(
     platform: Platform, tmp_path: Path
 ) -> None:
-    from stores.item_forget import ItemForgetter
+    from stores.forgetting.item_forget import ItemForgetter
 
     user, other = _users("restored", "bystander")
     sk = subject_key(platform.config.subject_secret, APP, user)
@@ -352,8 +352,8 @@ def test_a_restore_from_before_a_correction_and_a_forget_replays_the_lifecycle(
     ItemForgetter(platform.pool, platform.forgetting).forget(
         sk, APP, user, [seat], spans=["front of the train"], request_id="fr_restore_test", tombstone_id=tombstone
     )
-    from stores.forgetting import journal_form
-    from stores.lifecycle_journal import LifecycleEntry
+    from stores.ledgers.forget_tombstones import journal_form
+    from stores.ledgers.lifecycle_journal import LifecycleEntry
 
     t = platform.forgetting.get(tombstone)
     assert t is not None

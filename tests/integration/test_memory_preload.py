@@ -20,9 +20,9 @@ from google.adk.tools.preload_memory_tool import PreloadMemoryTool
 from google.genai import types
 from pydantic import Field
 
-from stores.identity import subject_key
-from stores.memory_preload import SettledMemoryPreload
+from stores.memory.preload import SettledMemoryPreload
 from stores.platform import Platform
+from stores.privacy.identity import subject_key
 
 pytestmark = pytest.mark.integration
 

@@ -18,19 +18,19 @@ import pytest
 from google.adk.memory.memory_entry import MemoryEntry
 from google.genai import types
 
-from stores.fingerprint import snapshot
-from stores.identity import subject_key
-from stores.memory_lifecycle import Caps
-from stores.memory_service import FencedMemoryService, PostgresMemoryService
-from stores.memory_upkeep import MemoryUpkeep
+from stores.memory.lifecycle_rules import Caps
+from stores.memory.service import FencedMemoryService, PostgresMemoryService
+from stores.memory.upkeep import MemoryUpkeep
+from stores.operations.fingerprint import snapshot
 from stores.platform import Platform
+from stores.privacy.identity import subject_key
 from tests.saga_harness import SagaHarness
 from tests.untouched import assert_untouched as compare
-from verifier.receipt import signing_key, verify
-from verifier.receipt_activity import load_receipt
+from verifier.receipts.issuing import load_receipt
+from verifier.receipts.signing import signing_key, verify
 from workers.local_secrets import load_secrets
+from workflows.contracts.expiry import ExpiryInput
 from workflows.expiry import ExpirySweepWorkflow
-from workflows.expiry_contracts import ExpiryInput
 
 pytestmark = pytest.mark.integration
 

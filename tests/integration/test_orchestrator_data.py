@@ -12,13 +12,13 @@ import uuid
 
 import pytest
 
-from stores.identity import subject_key
-from stores.seeder import user_ids
+from stores.privacy.identity import subject_key
 from tests.saga_harness import SagaHarness
-from verifier.receipt import document_bytes
-from verifier.receipt_activity import load_receipt
+from verifier.receipts.issuing import load_receipt
+from verifier.receipts.signing import document_bytes
 from workers.service import progress, signal_hold_change
-from workflows.contracts import VERIFIER_WORKFLOW, VerifyInput, VerifyResult
+from workers.stack.seeding.seeder import user_ids
+from workflows.contracts.erasure import VERIFIER_WORKFLOW, VerifyInput, VerifyResult
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 

@@ -9,14 +9,14 @@ import uuid
 import pytest
 from botocore.exceptions import ClientError
 
-from stores.crypto import key_id_of
-from stores.errors import DataKeyShredded
-from stores.identity import subject_key
+from stores.infra.errors import DataKeyShredded
 from stores.platform import Platform
-from stores.seeder import user_ids
+from stores.privacy.crypto import key_id_of
+from stores.privacy.identity import subject_key
 from tests.saga_harness import SagaHarness
 from workers.local_secrets import load_secrets
 from workers.settings import Settings
+from workers.stack.seeding.seeder import user_ids
 from workers.wiring import build_platform
 from workers.worker import build_worker
 

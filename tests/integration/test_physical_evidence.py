@@ -30,24 +30,24 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from activities import request as request_activities
-from stores.adapters import vacuum as vacuum_module
-from stores.adapters.compaction import CompactionAdapter
 from stores.adapters.interface import AFTER_EVERY_OTHER, Beat, Subject
-from stores.adapters.physical_evidence import baselines, mark_deleted
 from stores.adapters.registry import AdapterRegistry
-from stores.adapters.vacuum import TABLES, VacuumAdapter
-from stores.artifacts import user_scope_prefix
-from stores.identity import key_part, subject_key
+from stores.artifacts.bucket import user_scope_prefix
+from stores.infra.seaweedfs import Outcome, SeaweedMaster
+from stores.physical import vacuum as vacuum_module
+from stores.physical.compaction import CompactionAdapter
+from stores.physical.evidence import baselines, mark_deleted
+from stores.physical.vacuum import TABLES, VacuumAdapter
 from stores.platform import Platform
-from stores.seaweedfs import Outcome, SeaweedMaster
-from stores.seeder import user_ids
+from stores.privacy.identity import key_part, subject_key
 from tests.adapter_wrap import Wrapped, erase_with, open_request, record_approval, registry_with
 from tests.saga_harness import SagaHarness
 from workers.local_secrets import load_secrets
 from workers.settings import Settings
 from workers.stack.parts import PostgresPart
+from workers.stack.seeding.seeder import user_ids
 from workers.worker import activity_objects, build_worker
-from workflows.contracts import ERASURE_WORKFLOW, ErasureInput, ErasureResult, PlanStep, workflow_id
+from workflows.contracts.erasure import ERASURE_WORKFLOW, ErasureInput, ErasureResult, PlanStep, workflow_id
 
 pytestmark = [pytest.mark.integration]
 
@@ -197,7 +197,7 @@ class VacuumRecordsOnly(VacuumAdapter):
 
 
 def no_vacuum(table: str) -> Callable[[Any], object]:
-    """What ``stores.adapters.vacuum._vacuum`` is replaced with: a "run" that vacuums nothing (the step's
+    """What ``stores.physical.vacuum._vacuum`` is replaced with: a "run" that vacuums nothing (the step's
     own code keeps its books as if it had)."""
     return lambda _conn: None
 

@@ -15,17 +15,17 @@ from typing import Any
 import pytest
 from psycopg import Connection
 
-from stores.artifacts import ArtifactEraser
-from stores.keys import DataKeyStore
-from stores.logs import LogArchive, SegmentPurge
-from stores.memory import MemoryEraser
+from stores.artifacts.bucket import ArtifactEraser
+from stores.logs.archive import LogArchive, SegmentPurge
+from stores.memory.rows import MemoryEraser
 from stores.platform import Platform
-from stores.seeder import user_ids
-from stores.sessions import SessionCounts, SessionStore
+from stores.privacy.keys import DataKeyStore
+from stores.sessions.adk_tables import SessionCounts, SessionStore
 from tests.saga_harness import SagaHarness
 from workers.local_secrets import load_secrets
+from workers.stack.seeding.seeder import user_ids
 from workers.worker import build_worker
-from workflows.search_attributes import ERASURE_STATUS
+from workflows.contracts.search_attributes import ERASURE_STATUS
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 

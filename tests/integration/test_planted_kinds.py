@@ -27,16 +27,16 @@ from google.genai import types
 
 from stores.adapters.interface import Subject
 from stores.adapters.registry import AdapterRegistry
-from stores.artifacts import artifact_prefix
-from stores.identity import session_digest, session_ref, subject_key
-from stores.logs import LogLine
-from stores.memory import NewMemory
+from stores.artifacts.bucket import artifact_prefix
+from stores.logs.archive import LogLine
+from stores.memory.rows import NewMemory
 from stores.platform import Platform
-from stores.response_cache import entry_key
-from stores.seeder import user_ids
+from stores.privacy.identity import session_digest, session_ref, subject_key
+from stores.response_cache.cache import entry_key
 from tests.adapter_wrap import Wrapped, open_request, registry_with
 from tests.saga_harness import SagaHarness
 from workers.local_secrets import load_secrets
+from workers.stack.seeding.seeder import user_ids
 from workers.worker import activity_objects, build_worker
 
 pytestmark = [pytest.mark.integration]

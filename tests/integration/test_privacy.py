@@ -14,14 +14,14 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
 from stores.platform import Platform
-from stores.seeder import user_ids
 from tests.saga_harness import SagaHarness
 from tests.worker_process import WorkerProcess
-from verifier.receipt import document_bytes
-from verifier.receipt_activity import load_receipt
+from verifier.receipts.issuing import load_receipt
+from verifier.receipts.signing import document_bytes
 from workers.codec import ENCODING, EncryptionCodec
 from workers.settings import Settings
-from workflows.contracts import STEPS
+from workers.stack.seeding.seeder import user_ids
+from workflows.contracts.erasure import STEPS
 from workflows.erasure import (
     FEWER_ACTIONS,
     HOLD_GATE_ON_SIGNAL,

@@ -17,16 +17,16 @@ import psycopg
 import pytest
 from temporalio.client import WorkflowFailureError
 
-from stores.errors import InvalidIdentifier
+from stores.infra.errors import InvalidIdentifier
 from stores.platform import Platform
-from stores.seeder import user_ids
-from stores.sessions import SessionCounts, SessionStore
+from stores.sessions.adk_tables import SessionCounts, SessionStore
 from tests.integration.test_privacy import history_texts, table_text
 from tests.saga_harness import SagaHarness
-from verifier.receipt import document_bytes
-from verifier.receipt_activity import load_receipt
+from verifier.receipts.issuing import load_receipt
+from verifier.receipts.signing import document_bytes
 from workers.local_secrets import load_secrets
 from workers.logging_setup import configure_logging
+from workers.stack.seeding.seeder import user_ids
 from workers.worker import build_worker
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

@@ -57,16 +57,16 @@ from google.genai import types
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from stores.adk_seal import RowSealer
-from stores.artifacts import user_prefix
-from stores.embedding import HashingEmbedder
-from stores.errors import DataKeyShredded
-from stores.identity import subject_key
-from stores.keys import DataKeyStore
-from stores.log_sealing import SEALED
-from stores.logs import LogLine
-from stores.memory import NewMemory
+from stores.artifacts.bucket import user_prefix
+from stores.infra.errors import DataKeyShredded
+from stores.logs.archive import LogLine
+from stores.logs.sealing import SEALED
+from stores.memory.rows import NewMemory
 from stores.platform import Platform
+from stores.privacy.embedding import HashingEmbedder
+from stores.privacy.identity import subject_key
+from stores.privacy.keys import DataKeyStore
+from stores.sessions.sealing import RowSealer
 from tests.adk_events import user_event
 from tests.raw_scan import Hit, Pattern, Scan, by_store, describe, float32_pattern, scan, text_patterns
 from tests.saga_harness import SagaHarness
@@ -116,7 +116,7 @@ class Person:
     subject_key: str
     canaries: dict[str, str]  # site -> canary
     vectors: dict[str, list[float]] = field(default_factory=dict)  # label -> the plain vector a store could keep
-    #: label -> a vector as its store keeps it (Chroma: under the user's rotation, ``stores.vector_rotation``)
+    #: label -> a vector as its store keeps it (Chroma: under the user's rotation, ``stores.privacy.vector_rotation``)
     kept_vectors: dict[str, list[float]] = field(default_factory=dict)
     #: label -> bytes of the objects the user's data became in the bucket (sealed), read before the erasure:
     #: a deleted object's bytes stay in a SeaweedFS volume until it is compacted

@@ -17,13 +17,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from temporalio.client import Client
 
-from stores.fingerprint import snapshot, user_snapshot
-from stores.identity import subject_key
-from stores.memory import NewMemory
-from stores.seeder import user_ids
+from stores.memory.rows import NewMemory
+from stores.operations.fingerprint import snapshot, user_snapshot
+from stores.privacy.identity import subject_key
 from tests.saga_harness import SagaHarness
 from tests.untouched import assert_untouched
 from workers.service import Filed, RequestRefused, file_request, progress
+from workers.stack.seeding.seeder import user_ids
 
 PURPOSE: dict[str, object] = {"purpose": "test_recall"}  # every memory write names why it is kept
 

@@ -16,15 +16,15 @@ from typing import Any
 import pytest
 
 from stores.adapters.interface import Beat, Subject
-from stores.adapters.response_cache import ResponseCacheAdapter
-from stores.fingerprint import snapshot
-from stores.identity import subject_key
+from stores.operations.fingerprint import snapshot
 from stores.platform import Platform
-from stores.response_cache import entry_key, index_key
-from stores.seeder import user_ids
+from stores.privacy.identity import subject_key
+from stores.response_cache.adapter import ResponseCacheAdapter
+from stores.response_cache.cache import entry_key, index_key
 from tests.adapter_wrap import Wrapped, erase_with, open_request, registry_with
 from tests.saga_harness import SagaHarness
 from tests.untouched import assert_untouched
+from workers.stack.seeding.seeder import user_ids
 
 pytestmark = pytest.mark.integration
 on_the_session_loop = pytest.mark.asyncio(loop_scope="session")
@@ -105,7 +105,7 @@ def test_an_erase_cut_between_batches_resumes_and_counts_each_entry_once(
     cache = platform.response_cache
     for n in range(7):
         assert cache.put(app, user, f"prompt {n}", f"answer {n}")
-    monkeypatch.setattr("stores.adapters.response_cache.BATCH", 3)
+    monkeypatch.setattr("stores.response_cache.adapter.BATCH", 3)
     adapter = platform.adapters.get("response_cache")
     subject = open_request(platform, app, user)
     beats: list[dict[str, Any]] = []

@@ -15,13 +15,13 @@ import pytest
 from google.adk.memory.memory_entry import MemoryEntry
 from google.genai import types
 
-from stores.artifacts import user_prefix
-from stores.errors import DataKeyShredded
-from stores.fingerprint import user_snapshot
-from stores.identity import subject_key
-from stores.restore import replay_tombstones
-from stores.seeder import user_ids
+from stores.artifacts.bucket import user_prefix
+from stores.infra.errors import DataKeyShredded
+from stores.operations.fingerprint import user_snapshot
+from stores.operations.restore import replay_tombstones
+from stores.privacy.identity import subject_key
 from tests.saga_harness import SagaHarness
+from workers.stack.seeding.seeder import user_ids
 
 PURPOSE: dict[str, object] = {"purpose": "test_recall"}  # every memory write names why it is kept
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from bench.actions import count_actions
-from stores.fingerprint import snapshot
-from stores.identity import subject_key
-from stores.seeder import user_ids
+from stores.operations.fingerprint import snapshot
+from stores.privacy.identity import subject_key
 from tests.saga_harness import SagaHarness
 from tests.untouched import assert_untouched
-from workflows.contracts import activity_label
+from workers.stack.seeding.seeder import user_ids
+from workflows.contracts.erasure import activity_label
 
 PURPOSE: dict[str, object] = {"purpose": "test_recall"}  # every memory write names why it is kept
 
@@ -153,7 +153,7 @@ async def test_late_writers_are_refused_or_swept(saga: SagaHarness) -> None:
     from google.adk.memory.memory_entry import MemoryEntry
     from google.genai import types
 
-    from stores.memory import NewMemory
+    from stores.memory.rows import NewMemory
 
     app = "saga-late"
     users = user_ids(2, 23)
@@ -205,7 +205,7 @@ async def test_late_writers_are_refused_or_swept(saga: SagaHarness) -> None:
 
 
 async def test_legal_hold_blocks_destructive_steps_until_released(saga: SagaHarness) -> None:
-    from stores.fingerprint import user_snapshot
+    from stores.operations.fingerprint import user_snapshot
     from workers.service import progress, signal_hold_change
 
     app = "saga-hold"

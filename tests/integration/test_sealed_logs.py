@@ -15,11 +15,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from stores.adapters.log_reads import SubjectLineRule
-from stores.identity import session_ref, subject_key
-from stores.log_sealing import SEALED, UNREADABLE, SealingUnavailable
-from stores.logs import LogArchive, LogLine, SubjectLines, Verdict, segment_key
+from stores.logs.archive import LogArchive, LogLine, SubjectLines, Verdict, segment_key
+from stores.logs.reads import SubjectLineRule
+from stores.logs.sealing import SEALED, UNREADABLE, SealingUnavailable
 from stores.platform import Platform
+from stores.privacy.identity import session_ref, subject_key
 
 pytestmark = pytest.mark.integration
 

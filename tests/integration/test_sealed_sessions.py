@@ -19,17 +19,17 @@ from google.adk.sessions import DatabaseSessionService
 from temporalio.testing import ActivityEnvironment
 
 from activities.reseal import ResealActivities, ResealBeat
-from stores.adk_reseal import AdkResealer
-from stores.adk_seal import STATE_PREFIX, RowSealer, event_is_sealed
-from stores.crypto import key_id_of
-from stores.errors import CiphertextInvalid, DataKeyShredded
-from stores.identity import subject_key
+from stores.infra.errors import CiphertextInvalid, DataKeyShredded
 from stores.platform import Platform
-from stores.sealed_adk import SealedSessionService
+from stores.privacy.crypto import key_id_of
+from stores.privacy.identity import subject_key
+from stores.sessions.reseal import AdkResealer
+from stores.sessions.sealed_service import SealedSessionService
+from stores.sessions.sealing import STATE_PREFIX, RowSealer, event_is_sealed
 from tests.adk_events import user_event
 from tests.saga_harness import SagaHarness
 from workers import reseal_command
-from workflows.reseal_contracts import (
+from workflows.contracts.reseal import (
     RESEAL_TABLES,
     RESEAL_WORKFLOW,
     ResealCounts,

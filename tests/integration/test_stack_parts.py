@@ -20,7 +20,7 @@ from temporalio import activity, workflow
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from stores.aws_clients import kms_client, s3_client
+from stores.infra.aws_clients import kms_client, s3_client
 from tests.stack_fixture import make_test_settings
 from workers.settings import Settings
 from workers.stack.launcher import resolve_kms_key_id
@@ -96,7 +96,7 @@ def test_kms_data_key_generate_and_decrypt(local_stack: Settings) -> None:
 
 
 def test_migrations_are_safe_to_rerun(local_stack: Settings) -> None:
-    from stores.migrate import applied_versions, apply_migrations
+    from stores.infra.migrate import applied_versions, apply_migrations
 
     before = applied_versions(local_stack.postgres_url)
     assert apply_migrations(local_stack.postgres_url) == []

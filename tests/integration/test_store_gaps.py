@@ -17,14 +17,14 @@ from typing import Any
 
 import pytest
 
-from stores.artifacts import artifact_prefix, user_prefix
-from stores.identity import subject_key
-from stores.logs import LogArchive, LogLine
+from stores.artifacts.bucket import artifact_prefix, user_prefix
+from stores.logs.archive import LogArchive, LogLine
 from stores.platform import Platform
-from stores.response_cache import entry_key, index_key
+from stores.privacy.identity import subject_key
+from stores.response_cache.cache import entry_key, index_key
 from tests.adapter_wrap import open_request
 from tests.saga_harness import SagaHarness
-from workflows.contracts import VERIFIER_WORKFLOW, VerifyInput, VerifyResult
+from workflows.contracts.erasure import VERIFIER_WORKFLOW, VerifyInput, VerifyResult
 
 pytestmark = pytest.mark.integration
 on_the_session_loop = pytest.mark.asyncio(loop_scope="session")
@@ -353,8 +353,8 @@ async def test_an_erase_that_drops_the_cache_index_first_fails_the_cache_check(
     """The planted defect of the issue: the cache's per-subject index dropped before its entries were read
     (every entry orphaned until its TTL) ended ``completed``: the index was empty and the erase recorded
     nothing to look for. The digests captured at the request's start are read back by key."""
-    from stores.adapters.response_cache import ResponseCacheAdapter
-    from stores.seeder import user_ids
+    from stores.response_cache.adapter import ResponseCacheAdapter
+    from workers.stack.seeding.seeder import user_ids
 
     platform = saga.platform
     app = "gaps-cache"

@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from google.genai import types
 
-from stores.artifacts import artifact_prefix, session_prefix, user_prefix
-from stores.errors import DataKeyShredded, InvalidIdentifier
-from stores.fingerprint import snapshot, user_snapshot
-from stores.identity import session_ref, subject_key
+from stores.artifacts.bucket import artifact_prefix, session_prefix, user_prefix
+from stores.infra.errors import DataKeyShredded, InvalidIdentifier
+from stores.operations.fingerprint import snapshot, user_snapshot
 from stores.platform import Platform
-from stores.seeder import SeedReport, seed_platform, user_ids
+from stores.privacy.identity import session_ref, subject_key
 from tests.adapter_wrap import open_request
 from tests.untouched import assert_untouched
+from workers.stack.seeding.seeder import SeedReport, seed_platform, user_ids
 
 PURPOSE: dict[str, object] = {"purpose": "test_recall"}  # every memory write names why it is kept
 
@@ -296,7 +296,7 @@ def test_concurrent_purges_of_a_shared_segment_lose_nothing(platform: Platform) 
 def test_a_spelling_in_the_subject_keys_form_is_probed_without_raising(platform: Platform) -> None:
     """A trimmed variant of an accepted id (" sk_<40 hex>" -> "sk_<40 hex>") makes no subject key: the
     presence probe looks it up as it is instead of failing the request's first step."""
-    from stores.presence import ids_holding_data
+    from stores.operations.presence import ids_holding_data
 
     looks_like_a_key = "sk_" + "a" * 40
     assert ids_holding_data(platform, "presence-probe", [looks_like_a_key, "nobody-here"]) == []

@@ -15,15 +15,15 @@ from google.genai import types
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from stores.logs import LogLine
-from stores.memory import NewMemory
-from stores.seeder import user_ids
+from stores.logs.archive import LogLine
+from stores.memory.rows import NewMemory
 from tests.saga_harness import SagaHarness
 from tests.stack_fixture import free_port_block
 from tests.worker_process import WorkerProcess
 from workers import schedule
-from workflows.contracts import SWEEP_WORKFLOW, SweepInput, SweepResult
-from workflows.search_attributes import SWEEP_FINDINGS
+from workers.stack.seeding.seeder import user_ids
+from workflows.contracts.erasure import SWEEP_WORKFLOW, SweepInput, SweepResult
+from workflows.contracts.search_attributes import SWEEP_FINDINGS
 
 PURPOSE: dict[str, object] = {"purpose": "test_recall"}  # every memory write names why it is kept
 

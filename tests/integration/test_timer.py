@@ -10,18 +10,18 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from stores.adapters.interface import Subject
-from stores.identity import subject_key
-from stores.memory import NewMemory
+from stores.memory.rows import NewMemory
 from stores.platform import Platform
-from stores.seeder import seed_platform, user_ids
+from stores.privacy.identity import subject_key
 from tests.adapter_wrap import Wrapped, registry_with
-from verifier.receipt import load_public_key, public_key_pem, signing_key, verify
-from verifier.receipt_activity import load_receipt
+from verifier.receipts.issuing import load_receipt
+from verifier.receipts.signing import load_public_key, public_key_pem, signing_key, verify
 from workers.local_secrets import load_secrets
 from workers.service import file_request, signal_hold_change
 from workers.settings import Settings
+from workers.stack.seeding.seeder import seed_platform, user_ids
 from workers.worker import activity_objects, build_worker
-from workflows.contracts import ErasureResult, Progress, workflow_id
+from workflows.contracts.erasure import ErasureResult, Progress, workflow_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 

@@ -24,7 +24,7 @@ import psycopg
 import pytest
 from botocore.exceptions import SSLError
 
-from stores.aws_clients import AwsEndpoints, s3_client
+from stores.infra.aws_clients import AwsEndpoints, s3_client
 from tests.saga_harness import SagaHarness
 from tests.tls_fixture import Pki, PostgresTlsProxy, TlsProxy, issue_client, make_pki
 from workers.credential_reload import TemporalCredentials

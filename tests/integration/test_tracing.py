@@ -22,16 +22,16 @@ from temporalio.client import Client
 
 from console.app import create_app
 from console.wiring import build_console
-from stores.artifacts import user_prefix
-from stores.identity import subject_key
-from stores.seeder import user_ids
+from stores.artifacts.bucket import user_prefix
+from stores.privacy.identity import subject_key
 from tests.console_harness import APP
 from tests.oidc_issuer import AUDIENCE, LocalIssuer
 from tests.saga_harness import SagaHarness
 from workers import tracing
 from workers.local_secrets import load_secrets
+from workers.stack.seeding.seeder import user_ids
 from workers.worker import build_worker
-from workflows.contracts import workflow_id
+from workflows.contracts.erasure import workflow_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 

@@ -17,14 +17,20 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.late_sweep import LateSweepActivities
-from stores.identity import subject_key
-from stores.memory import NewMemory
-from stores.response_cache import index_key
-from stores.seeder import user_ids
+from stores.memory.rows import NewMemory
+from stores.privacy.identity import subject_key
+from stores.response_cache.cache import index_key
 from tests.adapter_wrap import open_request, record_approval
 from tests.saga_harness import SagaHarness
-from workflows import error_types
-from workflows.contracts import ERASURE_WORKFLOW, ErasureInput, PlanStep, SweepSubjectInput, workflow_id
+from workers.stack.seeding.seeder import user_ids
+from workflows.contracts.erasure import (
+    ERASURE_WORKFLOW,
+    ErasureInput,
+    PlanStep,
+    SweepSubjectInput,
+    error_types,
+    workflow_id,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -94,7 +100,7 @@ async def test_the_scheduled_sweep_keeps_a_held_subjects_late_writes(saga: SagaH
 
 
 async def test_a_shorter_ttl_later_never_shortens_the_cache_index(saga: SagaHarness) -> None:
-    from stores.response_cache import index_key
+    from stores.response_cache.cache import index_key
 
     platform = saga.platform
     target = user_ids(1, 2803, prefix="trust2")[0]
@@ -188,8 +194,8 @@ async def test_reseal_leaves_held_subjects_alone_and_never_drops_a_conflicting_v
     with the key's values winning: the raw row's different value for the same key was dropped."""
     from psycopg.types.json import Jsonb
 
-    from stores.adk_reseal import AdkResealer
-    from stores.adk_seal import RowSealer
+    from stores.sessions.reseal import AdkResealer
+    from stores.sessions.sealing import RowSealer
 
     platform = saga.platform
     secret = platform.config.subject_secret
@@ -237,8 +243,8 @@ async def test_a_retried_forget_that_meets_a_new_hold_reports_what_it_deleted_be
     """Item 7: holds in a forget were read once; a retry after a partial deletion that met a new hold ended
     ``held`` as if nothing had been deleted. The retried apply now says how many rows the request deleted."""
     from activities.forget import ForgetActivities
-    from stores.forget_requests import ForgetPayload
-    from workflows.forget_contracts import ForgetStep
+    from stores.forgetting.requests import ForgetPayload
+    from workflows.contracts.forget import ForgetStep
 
     platform = saga.platform
     user = user_ids(1, 2806, prefix="trust2")[0]
@@ -306,8 +312,8 @@ async def test_the_forgets_recall_check_sees_a_forgotten_row_left_in_the_store(s
     """Item 6: the recall check asked the fenced memory service, which already hides what a tombstone
     covers: a forgotten row left in the store counted 0. It now reads the store by the subject key."""
     from activities.forget import ForgetActivities
-    from stores.forget_requests import ForgetPayload
-    from workflows.forget_contracts import ForgetStep, ForgetVerifyInput
+    from stores.forgetting.requests import ForgetPayload
+    from workflows.contracts.forget import ForgetStep, ForgetVerifyInput
 
     platform = saga.platform
     user = user_ids(1, 2807, prefix="trust2")[0]

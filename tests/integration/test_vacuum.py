@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from stores.adapters.interface import Subject
-from stores.adapters.vacuum import TABLES, VacuumAdapter
+from stores.physical.vacuum import TABLES, VacuumAdapter
 from stores.platform import Platform
-from stores.seeder import user_ids
 from tests.adapter_wrap import open_request
 from tests.saga_harness import SagaHarness
+from workers.stack.seeding.seeder import user_ids
 
 pytestmark = [pytest.mark.integration]
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from stores.memory import MemoryErasure, NewMemory
-from stores.seeder import user_ids
+from stores.memory.rows import MemoryErasure, NewMemory
 from tests.saga_harness import SagaHarness
+from workers.stack.seeding.seeder import user_ids
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 

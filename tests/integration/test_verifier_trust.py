@@ -30,19 +30,19 @@ from google.adk.memory.memory_entry import MemoryEntry
 from google.genai import types
 from psycopg import Connection
 
-import stores.memory
-from stores.identity import subject_key
-from stores.keys import DataKeyStore
-from stores.late_sweep import sweep_erased_subject
-from stores.memory import MemoryEraser, NewMemory
-from stores.memory_service import FencedMemoryService, PostgresMemoryService
+import stores.memory.rows
+from stores.books.requests import RequestStore
+from stores.memory.rows import MemoryEraser, NewMemory
+from stores.memory.service import FencedMemoryService, PostgresMemoryService
+from stores.operations.late_sweep import sweep_erased_subject
 from stores.platform import Platform
-from stores.requests import RequestStore
-from stores.seeder import user_ids
+from stores.privacy.identity import subject_key
+from stores.privacy.keys import DataKeyStore
 from tests.saga_harness import SagaHarness
 from workers.local_secrets import load_secrets
+from workers.stack.seeding.seeder import user_ids
 from workers.worker import build_worker
-from workflows.contracts import VERIFIER_WORKFLOW, VerifyInput, VerifyResult, workflow_id
+from workflows.contracts.erasure import VERIFIER_WORKFLOW, VerifyInput, VerifyResult, workflow_id
 from workflows.erasure import ErasureWorkflow
 
 PURPOSE: dict[str, object] = {"purpose": "test_recall"}  # every memory write names why it is kept
@@ -164,7 +164,7 @@ class ForgetsErasedRows(MemoryEraser):
         own = [r[0] for r in conn.execute(f"{verb} WHERE subject_key = %s{tail}", (subject,)).fetchall()]
         seen, derived, frontier, sessions = set(own), [], list(own), list(session_refs)
         while frontier or sessions:
-            rows = conn.execute(stores.memory._NAMING, {"memories": frontier, "sessions": sessions}).fetchall()
+            rows = conn.execute(stores.memory.rows._NAMING, {"memories": frontier, "sessions": sessions}).fetchall()
             sessions = []
             frontier = [r[0] for r in rows if r[0] not in seen]
             seen.update(frontier)
@@ -262,7 +262,7 @@ async def test_a_bug_in_the_erasers_provenance_query_does_not_hide_itself(
     fact = await add_sessionless_fact(saga.platform, app, target, "my passport expires in March")
     summary = saga.platform.memory_store.summarise(app, other, [fact])  # derived_from only: the fact has no session
     assert summary is not None
-    monkeypatch.setattr(stores.memory, "_NAMING", BROKEN_NAMING)
+    monkeypatch.setattr(stores.memory.rows, "_NAMING", BROKEN_NAMING)
 
     result = await saga.erase(app, target)
 

@@ -22,14 +22,14 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from stores.identity import subject_key
-from stores.seeder import user_ids
+from stores.privacy.identity import subject_key
 from tests.saga_harness import SagaHarness, cli
 from workers import versioning
 from workers.local_secrets import load_secrets
 from workers.service import progress, signal_hold_change
+from workers.stack.seeding.seeder import user_ids
 from workers.worker import build_worker
-from workflows.contracts import workflow_id
+from workflows.contracts.erasure import workflow_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 

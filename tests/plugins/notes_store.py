@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from stores.adapters.interface import Beat, Bound, Remaining, Subject, Swept
-from stores.identity import key_part, subject_key
+from stores.books.request_record import RequestRecord
 from stores.platform import Platform
-from stores.request_record import RequestRecord
+from stores.privacy.identity import key_part, subject_key
 
 BATCH = 10
 

@@ -26,15 +26,15 @@ def plan(*adapters: Declared) -> list[str]:
 
 def test_the_built_in_adapters_are_registered_by_entry_point() -> None:
     assert discovered() == {
-        "artifacts": "stores.adapters.artifacts:ArtifactsAdapter",
-        "sessions": "stores.adapters.sessions:SessionsAdapter",
-        "memory": "stores.adapters.memory:MemoryAdapter",
-        "logs": "stores.adapters.logs:LogsAdapter",
-        "keys": "stores.adapters.keys:KeysAdapter",
-        "response_cache": "stores.adapters.response_cache:ResponseCacheAdapter",
-        "chroma_memory": "stores.adapters.chroma_memory:ChromaMemoryAdapter",
-        "vacuum": "stores.adapters.vacuum:VacuumAdapter",
-        "compaction": "stores.adapters.compaction:CompactionAdapter",
+        "artifacts": "stores.artifacts.adapter:ArtifactsAdapter",
+        "sessions": "stores.sessions.adapter:SessionsAdapter",
+        "memory": "stores.memory.adapter:MemoryAdapter",
+        "logs": "stores.logs.adapter:LogsAdapter",
+        "keys": "stores.keys.adapter:KeysAdapter",
+        "response_cache": "stores.response_cache.adapter:ResponseCacheAdapter",
+        "chroma_memory": "stores.chroma.adapter:ChromaMemoryAdapter",
+        "vacuum": "stores.physical.vacuum:VacuumAdapter",
+        "compaction": "stores.physical.compaction:CompactionAdapter",
     }
 
 
@@ -72,14 +72,14 @@ def test_shapes_that_cannot_form_a_plan_are_refused(adapters: list[Declared], re
 
 
 def test_every_built_in_adapter_provides_the_whole_interface() -> None:
-    from stores.adapters.artifacts import ArtifactsAdapter
-    from stores.adapters.compaction import CompactionAdapter
-    from stores.adapters.keys import KeysAdapter
-    from stores.adapters.logs import LogsAdapter
-    from stores.adapters.memory import MemoryAdapter
-    from stores.adapters.response_cache import ResponseCacheAdapter
-    from stores.adapters.sessions import SessionsAdapter
-    from stores.adapters.vacuum import VacuumAdapter
+    from stores.artifacts.adapter import ArtifactsAdapter
+    from stores.keys.adapter import KeysAdapter
+    from stores.logs.adapter import LogsAdapter
+    from stores.memory.adapter import MemoryAdapter
+    from stores.physical.compaction import CompactionAdapter
+    from stores.physical.vacuum import VacuumAdapter
+    from stores.response_cache.adapter import ResponseCacheAdapter
+    from stores.sessions.adapter import SessionsAdapter
 
     adapters = (ArtifactsAdapter, SessionsAdapter, MemoryAdapter, LogsAdapter, KeysAdapter, ResponseCacheAdapter)
     for cls in (*adapters, VacuumAdapter, CompactionAdapter):

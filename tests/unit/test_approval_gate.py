@@ -10,10 +10,10 @@ import pytest
 from temporalio.exceptions import ApplicationError
 
 from activities.approval_gate import APPROVED, BOUND, PLATFORM, ApprovalGate, own_workflow
-from stores.approvals import Approval, ApprovalSigner
-from stores.errors import NotApproved
+from stores.books.approvals import Approval, ApprovalSigner
+from stores.infra.errors import NotApproved
 from workers import worker
-from workflows import error_types
+from workflows.contracts import error_types
 
 SECRET = b"s" * 32
 

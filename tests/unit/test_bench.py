@@ -13,7 +13,7 @@ from bench.expiry import SweepCost, apart
 from bench.history import Record, counts_by_name, covered, step_times
 from bench.run import Figures, Plan, rows
 from bench.stats import Row, Target, format_table, ratio, summarize
-from workflows.expiry_contracts import ExpiryCounts
+from workflows.contracts.expiry import ExpiryCounts
 
 
 def test_summarize_median_min_max() -> None:

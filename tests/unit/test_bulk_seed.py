@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.run import Plan
-from stores.bulk_seed import BACKGROUND, SHAPES, _RecordingS3, plan_memories, plan_user
-from stores.embedding import tokens
-from stores.identity import subject_key
-from stores.memory_service import SessionCapture
+from stores.memory.service import SessionCapture
+from stores.privacy.embedding import tokens
+from stores.privacy.identity import subject_key
+from workers.stack.seeding.bulk_seed import BACKGROUND, SHAPES, _RecordingS3, plan_memories, plan_user
 
 SECRET = b"s" * 32
 START = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stores.seaweedfs import Volume, not_compacted, volumes_of
+from stores.infra.seaweedfs import Volume, not_compacted, volumes_of
 from tests.unit.test_settings import _production_env
 from workers.errors import ConfigError
 from workers.settings import Settings

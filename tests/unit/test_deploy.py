@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from workers.settings import settings_doc
-from workflows.search_attributes import cli_flags
+from workflows.contracts.search_attributes import cli_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -955,7 +955,7 @@ def _condition_allows(condition: dict[str, dict[str, Any]], tags: dict[str, str]
 
 
 def _tags_the_code_sends() -> dict[str, str]:
-    from stores.keys import DataKeyStore
+    from stores.privacy.keys import DataKeyStore
 
     class RecordingKms:
         tags: list[dict[str, str]] = []

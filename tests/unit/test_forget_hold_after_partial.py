@@ -13,9 +13,9 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from workflows import error_types
+from workflows.contracts import error_types
+from workflows.contracts.forget import FORGET_WORKFLOW, ForgetFinish, ForgetInput, ForgetResult, ForgetStep
 from workflows.forget import ForgetWorkflow
-from workflows.forget_contracts import FORGET_WORKFLOW, ForgetFinish, ForgetInput, ForgetResult, ForgetStep
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 finished: list[ForgetFinish] = []

@@ -1,6 +1,6 @@
 """A log line is a subject's by structure only: its ``user_id`` (same app) or its recorded mention keys.
 
-The eraser's rule (``stores.logs.SubjectLines``) and the verifier's own (``stores.adapters.log_reads``) are
+The eraser's rule (``stores.logs.archive.SubjectLines``) and the verifier's own (``stores.logs.reads``) are
 written apart; both are held to the same table here.
 """
 
@@ -10,9 +10,9 @@ import json
 
 import pytest
 
-from stores.adapters.log_reads import SubjectLineRule
-from stores.identity import subject_key
-from stores.logs import LogLine, SubjectLines, Verdict, split_lines
+from stores.logs.archive import LogLine, SubjectLines, Verdict, split_lines
+from stores.logs.reads import SubjectLineRule
+from stores.privacy.identity import subject_key
 
 SECRET = b"unit-test-secret-0123456789abcdef"
 APP = "shop"

@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from stores.memory_capture import Capture, holds_card_number, holds_secret, refusal
-from stores.memory_lifecycle import (
+from stores.memory.capture import Capture, holds_card_number, holds_secret, refusal
+from stores.memory.lifecycle_rules import (
     PRELOAD_THRESHOLD,
     SEARCH_THRESHOLD,
     Caps,

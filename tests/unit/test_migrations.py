@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from stores.migrate import discover
+from stores.infra.migrate import discover
 
 
 def test_shipped_migrations_are_ordered_and_unique() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stores.outbound import OutboundRefused, check_callback, check_destination, parse_allowlist
+from stores.infra.outbound import OutboundRefused, check_callback, check_destination, parse_allowlist
 
 ALLOW = parse_allowlist("https://hooks.example.com/ketch, http://127.0.0.1:8099")
 

@@ -3,7 +3,7 @@
 Workflow logic on Temporal's time-skipping server with fake activities: the plan the registry builds from
 the real adapters' declarations, the order the saga calls its activities in, which checks each
 verification asks for, and the history replaying unchanged. Then the judgements of the store's own evidence
-(``stores.adapters.physical_evidence``), pure functions.
+(``stores.physical.evidence``), pure functions.
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ from temporalio import activity
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
-from stores.adapters.compaction import CompactionAdapter
-from stores.adapters.keys import KeysAdapter
-from stores.adapters.physical_evidence import Baseline, TableStats, judge_tables, judge_volumes
 from stores.adapters.registry import order
-from stores.adapters.vacuum import VacuumAdapter
-from stores.seaweedfs import Volume
+from stores.infra.seaweedfs import Volume
+from stores.keys.adapter import KeysAdapter
+from stores.physical.compaction import CompactionAdapter
+from stores.physical.evidence import Baseline, TableStats, judge_tables, judge_volumes
+from stores.physical.vacuum import VacuumAdapter
 from verifier.workflow import VerifierWorkflow
-from workflows.contracts import (
+from workflows.contracts.erasure import (
     ERASURE_WORKFLOW,
     Activities,
     BeginResult,

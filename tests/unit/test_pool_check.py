@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from stores.pool_check import RecentlyUsedCheck
+from stores.infra.pool_check import RecentlyUsedCheck
 
 
 class Conn:

@@ -8,7 +8,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from verifier.receipt import (
+from verifier.receipts.signing import (
     SCHEMA_ID,
     InvalidReceipt,
     document_bytes,
@@ -20,7 +20,7 @@ from verifier.receipt import (
     verify_bytes,
 )
 
-SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "verifier" / "receipt_schema.json").read_text())
+SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "verifier" / "receipts" / "receipt_schema.json").read_text())
 
 
 def body() -> dict[str, Any]:

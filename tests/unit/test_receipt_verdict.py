@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from verifier.receipt import FORGET_SCHEMA_ID, SCHEMA_ID, document_bytes, public_key_pem, sign, signing_key
+from verifier.receipts.signing import FORGET_SCHEMA_ID, SCHEMA_ID, document_bytes, public_key_pem, sign, signing_key
 from workers.cli import main
 
 KEY = signing_key(b"k" * 32)

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from stores.errors import RecordInvalid
-from stores.request_record import RECORD_VERSION, CiphertextSample, LateSweepNote, RequestRecord
+from stores.books.request_record import RECORD_VERSION, CiphertextSample, LateSweepNote, RequestRecord
+from stores.infra.errors import RecordInvalid
 
 
 def test_round_trip_through_json_keeps_every_field() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 
-from stores.memory_states import ExpiredRow
-from stores.retention_expiry import expiry_request_id, grouped
+from stores.lifecycle.retention_expiry import expiry_request_id, grouped
+from stores.memory.states import ExpiredRow
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from stores.errors import PartialDelete
-from stores.s3_batch import delete_versions
+from stores.infra.errors import PartialDelete
+from stores.infra.s3_batch import delete_versions
 
 
 class FakeS3:

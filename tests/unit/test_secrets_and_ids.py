@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from stores.errors import InvalidIdentifier
-from stores.identity import decode_hex_id, subject_key, token_digest, validate_id
-from stores.requests import RequestStore
+from stores.books.requests import RequestStore
+from stores.infra.errors import InvalidIdentifier
+from stores.privacy.identity import decode_hex_id, subject_key, token_digest, validate_id
 from workers.errors import ConfigError
 from workers.local_secrets import create_local_secrets, load_secrets, secrets_file
 from workers.settings import Settings
@@ -32,7 +32,7 @@ def test_subject_keys_and_token_digests_do_not_use_the_raw_secret() -> None:
 
 
 def test_the_three_derived_keys_differ() -> None:
-    from stores.identity import derived_key
+    from stores.privacy.identity import derived_key
 
     keys = {derived_key(SECRET, label) for label in ("subject-key", "token-digest", "request-store")}
     assert len(keys) == 3

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from stores.deletion_queue import SharedProbe
+from stores.ledgers.deletion_queue import SharedProbe
 
 
 def test_callers_who_asked_before_a_probe_started_share_it() -> None:
@@ -99,8 +99,8 @@ def test_a_marker_the_filer_kept_inline_falls_back_to_the_fixed_wait(monkeypatch
     without a filer, and then takes its bound."""
     from datetime import UTC, datetime
 
-    from stores.adapters import compaction
-    from stores.deletion_queue import MarkerInline
+    from stores.ledgers.deletion_queue import MarkerInline
+    from stores.physical import compaction
 
     class InlineQueue:
         def drain(self, deadline: float, waiting: object) -> None:

@@ -19,8 +19,8 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.support import keep_sensitive
-from stores.errors import InvalidIdentifier
-from workflows import error_types
+from stores.infra.errors import InvalidIdentifier
+from workflows.contracts import error_types
 
 CONTACT = "alice.smith@example.org"
 

@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from stores import tracing as store_tracing
+from stores.infra import tracing as store_tracing
 from workers import tracing
 from workers.settings import Settings
 

@@ -1,4 +1,4 @@
-"""The per-user rotation of vectors a vector database ranks in the clear (``stores.vector_rotation``)."""
+"""The per-user rotation of vectors a vector database ranks in the clear (``stores.privacy.vector_rotation``)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import uuid
 
 import numpy as np
 
-from stores.crypto import DataKey
-from stores.vector_rotation import rotate, rotation
+from stores.privacy.crypto import DataKey
+from stores.privacy.vector_rotation import rotate, rotation
 
 
 def _key() -> DataKey:

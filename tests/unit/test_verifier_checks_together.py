@@ -15,10 +15,10 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.boundary import at_the_boundary
 from stores.adapters.interface import Beat
-from stores.request_record import RequestRecord
+from stores.books.request_record import RequestRecord
 from verifier import checks
 from verifier.checks import CheckContext, VerifierActivities
-from workflows.contracts import CheckResult, ChecksInput, ChecksResult
+from workflows.contracts.erasure import CheckResult, ChecksInput, ChecksResult
 
 NAMES = ["sessions", "artifacts", "memory", "logs", "fence"]
 

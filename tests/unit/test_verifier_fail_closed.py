@@ -11,16 +11,16 @@ from typing import Any
 
 import pytest
 
-from stores.adapters.artifacts import ArtifactsAdapter
 from stores.adapters.interface import Bound
-from stores.adapters.keys import KeysAdapter
-from stores.adapters.memory import MemoryAdapter
 from stores.adapters.registry import AdapterConfigError
-from stores.adapters.sessions import SessionsAdapter
-from stores.request_record import RequestRecord
+from stores.artifacts.adapter import ArtifactsAdapter
+from stores.books.request_record import RequestRecord
+from stores.keys.adapter import KeysAdapter
+from stores.memory.adapter import MemoryAdapter
+from stores.sessions.adapter import SessionsAdapter
 from verifier import checks
 from verifier.checks import CheckContext, VerifierActivities
-from workflows.contracts import CheckInput, CheckResult
+from workflows.contracts.erasure import CheckInput, CheckResult
 
 SUBJECT = "sk_" + "a" * 40
 COMPLETE = RequestRecord(
@@ -106,7 +106,7 @@ def test_a_check_fails_when_an_input_was_never_recorded(
 
 
 def test_the_logs_check_fails_when_its_segments_were_never_recorded() -> None:
-    from stores.adapters.logs import LogsAdapter
+    from stores.logs.adapter import LogsAdapter
 
     adapter = LogsAdapter.__new__(LogsAdapter)  # reads nothing before it looks at the record
     found = adapter.remaining(

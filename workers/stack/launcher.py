@@ -11,8 +11,8 @@ from pathlib import Path
 
 from botocore.exceptions import ClientError
 
-from stores.aws_clients import s3_client
-from stores.migrate import prepare_database
+from stores.infra.aws_clients import s3_client
+from stores.infra.migrate import prepare_database
 from workers.errors import StackError
 from workers.local_kms import read_key_id
 from workers.local_secrets import create_local_secrets
@@ -65,7 +65,7 @@ async def _register_search_attributes(settings: Settings) -> None:
     from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
     from temporalio.client import Client
 
-    from workflows.search_attributes import ALL
+    from workflows.contracts.search_attributes import ALL
 
     client = await Client.connect(settings.temporal_target, namespace=settings.temporal_namespace)
     existing = await client.operator_service.list_search_attributes(

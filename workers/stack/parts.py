@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psycopg
 
-from stores.aws_clients import kms_client, s3_client
+from stores.infra.aws_clients import kms_client, s3_client
 from workers.errors import StackError
 from workers.settings import Settings
 from workers.stack.process import ManagedProcess, port_answers
@@ -119,7 +119,7 @@ class TemporalPart(Part):
         return self.settings.temporal_target
 
     def process(self) -> ManagedProcess:
-        from workflows.search_attributes import cli_flags
+        from workflows.contracts.search_attributes import cli_flags
 
         ports = self.settings.ports
         db = self.settings.state_path / "temporal" / "temporal.sqlite"

@@ -1,0 +1,132 @@
+"""Adapter for the S3 artifact bucket: every object version and delete marker under the subject's prefix.
+
+The key layout puts every session scope and the ``user:`` scope of a user under one prefix named by the
+subject key (``stores.artifacts.bucket``), so one listing pass reaches them all, stranded ones included. Deletes
+go through ``stores.infra.s3_batch`` (a reply listing errors is a failure), a heartbeat per batch; a retry lists
+again and finds only what is left, and the cursor carries the count so far. Incomplete multipart uploads
+under the prefix (their parts hold the user's bytes, and no version listing shows them) are aborted first,
+and the check lists them too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from stores.adapters.common import digest
+from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
+from stores.artifacts.bucket import user_prefix
+
+if TYPE_CHECKING:
+    from stores.books.request_record import RequestRecord
+    from stores.platform import Platform
+
+
+class ArtifactReads:
+    """The verifier's listing: object versions and delete markers under the subject's prefix."""
+
+    def __init__(self, platform: Platform) -> None:
+        self._s3 = platform.s3
+        self._bucket = platform.config.artifact_bucket
+
+    def artifact_entries(self, app_name: str, subject: str, before: datetime | None) -> dict[str, int]:
+        versions = markers = 0
+        kwargs: dict[str, Any] = {"Bucket": self._bucket, "Prefix": user_prefix(app_name, subject)}
+        while True:
+            page: Any = self._s3.list_object_versions(**kwargs)
+            versions += sum(1 for v in page.get("Versions", []) if before is None or v["LastModified"] < before)
+            markers += sum(1 for m in page.get("DeleteMarkers", []) if before is None or m["LastModified"] < before)
+            if not page.get("IsTruncated"):
+                break
+            kwargs["KeyMarker"] = page.get("NextKeyMarker")
+            kwargs["VersionIdMarker"] = page.get("NextVersionIdMarker")
+        return {
+            "object_versions": versions,
+            "delete_markers": markers,
+            "incomplete_uploads": self.incomplete_uploads(app_name, subject, before),
+        }
+
+    def incomplete_uploads(self, app_name: str, subject: str, before: datetime | None) -> int:
+        """Multipart uploads under the subject's prefix never completed nor aborted (started before
+        ``before``, when given: later ones belong to a returning user)."""
+        prefix = user_prefix(app_name, subject)
+        found = 0
+        for page in self._s3.get_paginator("list_multipart_uploads").paginate(Bucket=self._bucket, Prefix=prefix):
+            found += sum(
+                1
+                for u in page.get("Uploads", [])
+                if u.get("Key", "").startswith(prefix) and (before is None or u["Initiated"] < before)
+            )
+        return found
+
+
+class ArtifactsAdapter:
+    name = "artifacts"
+    after: tuple[str, ...] = ()
+    batched = True
+    disposition = Disposition(
+        "deleted",
+        "every object version and delete marker deleted; the object store keeps deleted bytes until it "
+        "compacts and bucket backups keep them: artifact bodies sealed, key destroyed; object keys hold "
+        "subject keys and session ids",
+    )
+
+    def __init__(self, platform: Platform) -> None:
+        self.platform = platform
+        self.reads = ArtifactReads(platform)
+
+    def locate(self, subject: Subject) -> dict[str, int]:
+        listing = self.platform.s3.list_objects_v2(
+            Bucket=self.platform.config.artifact_bucket,
+            Prefix=user_prefix(subject.app_name, subject.subject_key),
+            MaxKeys=1,
+        )
+        return {"artifacts": int(listing.get("KeyCount", 0))}
+
+    def erase(self, subject: Subject, cursor: Mapping[str, Any], beat: Beat) -> dict[str, int]:
+        base, batches = int(cursor.get("removed", 0)), int(cursor.get("batches", 0))
+        resumed = int(batches > 0 or "uploads" in cursor)
+        artifacts = self.platform.artifacts
+        # uploads first: one completed behind the version listing would leave a new object version
+        uploads = int(cursor.get("uploads", 0)) + artifacts.abort_uploads_of(subject.app_name, subject.subject_key)
+        beat({"removed": base, "batches": batches, "uploads": uploads})
+
+        def progress(n: int) -> None:
+            nonlocal batches
+            batches += 1
+            beat({"removed": base + n, "batches": batches, "uploads": uploads})
+
+        removed = artifacts.erase_everything_of(subject.app_name, subject.subject_key, on_batch=progress)
+        return {
+            "objects": base + removed,  # object versions and delete markers, every scope
+            "incomplete_uploads": uploads,  # multipart uploads aborted (their parts with them)
+            "delete_requests": batches,
+            "resumed_from_heartbeat": resumed,
+        }
+
+    def remaining(self, subject: Subject, record: RequestRecord, bound: Bound | None, beat: Beat) -> Remaining:
+        before = bound.s3_cutoff if bound else None
+        return Remaining(self.reads.artifact_entries(subject.app_name, subject.subject_key, before))
+
+    def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:
+        # S3 LastModified has one-second resolution: only objects clearly older than the erasure count
+        older = None if before is None else before.replace(microsecond=0) - timedelta(seconds=1)
+        artifacts = self.platform.artifacts
+        found = artifacts.abort_uploads_of(subject.app_name, subject.subject_key, initiated_before=older)
+        found += artifacts.erase_everything_of(subject.app_name, subject.subject_key, modified_before=older)
+        return Swept({"artifacts": found})  # object versions, delete markers and incomplete uploads
+
+    def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
+        from stores.privacy.identity import subject_key
+
+        s3, bucket = self.platform.s3, self.platform.config.artifact_bucket
+        sk = subject_key(self.platform.config.subject_secret, app_name, user_id)
+        objects = []
+        for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=user_prefix(app_name, sk)):
+            for v in page.get("Versions", []):
+                body = s3.get_object(Bucket=bucket, Key=v["Key"], VersionId=v["VersionId"])["Body"].read()
+                objects.append((v["Key"], v["VersionId"], hashlib.sha256(body).hexdigest()))
+            objects += [(m["Key"], m["VersionId"], "marker") for m in page.get("DeleteMarkers", [])]
+        return {"artifacts": digest(sorted(objects)), "counts": {"artifacts": len(objects)}}

@@ -1,0 +1,1 @@
+"""The erasure's books: requests and their records, filing details and approvals."""

@@ -1,0 +1,158 @@
+"""Adapter for the subject's data keys: crypto-shred every wrapped version (after every other store).
+
+Shredding makes every copy of the subject's sealed blobs unreadable: old object versions, dead tuples,
+backups. Per-user KMS key mode also schedules the user's own KMS key for deletion (before the rows go, so
+a failed call is retried). Remaining asks the database for wrapped keys, KMS for each per-user key's
+state, and tries to open the ciphertext sample captured when the request began.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from stores.adapters.common import digest
+from stores.adapters.interface import AFTER_EVERY_OTHER, Beat, Bound, Disposition, Remaining, Subject, Swept
+from stores.infra.errors import CiphertextInvalid
+from stores.privacy.crypto import DataKey, key_id_of, open_sealed
+
+if TYPE_CHECKING:
+    from stores.books.request_record import RequestRecord
+    from stores.platform import Platform
+
+GONE_STATES = frozenset({"PendingDeletion", "PendingReplicaDeletion"})
+
+
+class KeyReads:
+    """The verifier's queries: ``data_keys`` by subject key and key id, KMS key states, the sample."""
+
+    def __init__(self, platform: Platform) -> None:
+        self._pool = platform.pool
+        self._kms = platform.kms
+
+    def wrapped_keys(self, subject: str, before: datetime | None) -> int:
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM data_keys WHERE subject_key = %(s)s "
+                "AND (%(b)s::timestamptz IS NULL OR created_at < %(b)s)",
+                {"s": subject, "b": before},
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    def kms_keys_still_usable(self, subject: str, before: datetime | None) -> int:
+        """Per-user KMS keys of the subject (registered at creation) not pending deletion or gone."""
+        with self._pool.connection() as conn:
+            keys = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT kms_key_id FROM subject_kms_keys WHERE subject_key = %(s)s "
+                    "AND (%(b)s::timestamptz IS NULL OR created_at < %(b)s)",
+                    {"s": subject, "b": before},
+                ).fetchall()
+            ]
+        usable = 0
+        for key in keys:
+            try:
+                state = self._kms.describe_key(KeyId=key)["KeyMetadata"].get("KeyState")
+            except ClientError as err:
+                if err.response.get("Error", {}).get("Code") == "NotFoundException":
+                    continue
+                raise
+            if state not in GONE_STATES:
+                usable += 1
+        return usable
+
+    def sample_decrypts(self, memory_id: str, blob: bytes) -> bool:
+        """Whether the sampled ciphertext still opens: its wrapped key row (by the key id in the envelope
+        header) unwrapped by KMS, then the envelope opened. No cache: the key is read afresh."""
+        try:
+            key_id = key_id_of(blob)
+        except CiphertextInvalid:
+            return False
+        with self._pool.connection() as conn:
+            row = conn.execute("SELECT wrapped_key, kms_key_id FROM data_keys WHERE key_id = %s", (key_id,)).fetchone()
+        if row is None:
+            return False
+        try:
+            plain = self._kms.decrypt(CiphertextBlob=bytes(row[0]), KeyId=row[1])["Plaintext"]
+            open_sealed(DataKey(key_id, plain), blob, uuid.UUID(memory_id).bytes)
+        except (ClientError, CiphertextInvalid):
+            return False
+        return True
+
+
+class KeysAdapter:
+    name = "keys"
+    after: tuple[str, ...] = (AFTER_EVERY_OTHER,)  # a shredded key must not be needed by a step still running
+    batched = False
+    disposition = Disposition(
+        "unreadable",
+        "every wrapped data key version deleted: every sealed copy anywhere is unreadable; pre-erasure "
+        "database backups hold the wrapped key, usable only with kms:Decrypt on the wrapping key (per-user "
+        "KMS keys: scheduled for deletion)",
+    )
+
+    def __init__(self, platform: Platform) -> None:
+        self.platform = platform
+        self.reads = KeyReads(platform)
+
+    def locate(self, subject: Subject) -> dict[str, int]:
+        with self.platform.pool.connection() as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM data_keys WHERE subject_key = %s LIMIT 1000) k",
+                (subject.subject_key,),
+            ).fetchone()
+        return {"data_keys": int(row[0]) if row else 0}
+
+    def erase(self, subject: Subject, cursor: Mapping[str, Any], beat: Beat) -> dict[str, int]:
+        destroyed = self.platform.keys.shred(subject.subject_key)
+        now = datetime.now(UTC).isoformat()
+        self.platform.requests.update_record(
+            subject.request_id, lambda r: r if r.keys_shredded_at else replace(r, keys_shredded_at=now)
+        )
+        return {"key_versions": destroyed}
+
+    def remaining(self, subject: Subject, record: RequestRecord, bound: Bound | None, beat: Beat) -> Remaining:
+        absent = [
+            what
+            for what, value in (
+                ("the keys step's shred time", record.keys_shredded_at),
+                ("the ciphertext sample capture at the start", [] if record.canaries_destroyed else record.canaries),
+            )
+            if value is None
+        ]
+        if absent:
+            return Remaining(missing=tuple(absent))
+        before = bound.keys_cutoff if bound else None
+        counts = {
+            "wrapped_keys": self.reads.wrapped_keys(subject.subject_key, before),
+            "kms_keys_not_pending_deletion": self.reads.kms_keys_still_usable(subject.subject_key, before),
+        }
+        sample = record.ciphertext_sample
+        if sample is not None:
+            counts["sample_still_decrypts"] = int(
+                self.reads.sample_decrypts(sample.memory_id, base64.b64decode(sample.blob))
+            )
+            return Remaining(counts)
+        why = "destroyed after completion" if record.ciphertext_sample_destroyed else "none was captured"
+        return Remaining(counts, note=f"ciphertext sample {why}")
+
+    def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:
+        cutoff = keys_shredded_at or before
+        return Swept({"key_versions": self.platform.keys.shred(subject.subject_key, created_before=cutoff)})
+
+    def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
+        from stores.privacy.identity import subject_key
+
+        sk = subject_key(self.platform.config.subject_secret, app_name, user_id)
+        with self.platform.pool.connection() as conn:
+            keys = conn.execute(
+                "SELECT key_id, version, wrapped_key FROM data_keys WHERE subject_key=%s ORDER BY version", (sk,)
+            ).fetchall()
+        return {"keys": digest(keys), "counts": {"keys": len(keys)}}

@@ -1,0 +1,142 @@
+"""Adapter for the log archive: the subject's lines in the segments its subject index names.
+
+A line is the subject's by structure only: same app and a clear ``subject`` field equal to the subject key
+(sealed lines) or a ``user_id`` hashing to it (plain lines shipped before sealing), or the subject key among
+the mention keys the shipper recorded; nothing is opened to erase or check. Erase rewrites only the indexed
+segments, one at a time (a purged segment leaves the index, so a retry sees only the rest), removes old
+versions, and keeps every other line byte for byte; others' malformed lines are counted
+(``malformed_lines``), never a failure. Remaining has its own reader (``stores.logs.reads``): the
+index rows, the lines in the segments the logs step recorded and in a sample of the most recent segments,
+and old segment versions. Segments shipped before mention keys existed ("legacy", ``stores.logs.archive``) hold
+mention-only lines without structure: the eraser removes those its index confirms and otherwise keeps the
+index row; the check counts any left (``legacy_mention_lines``) by the exact identity of a whole word.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from stores.adapters.common import digest
+from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
+from stores.logs.reads import LogReads, SegmentScan, SubjectLineRule
+from stores.privacy.redaction import sensitive
+
+if TYPE_CHECKING:
+    from stores.books.request_record import RequestRecord
+    from stores.platform import Platform
+
+RECENT_LOG_SAMPLE = 20
+LOG_READERS = 4  # segments read at once (each old-version listing briefly holds a pooled connection)
+MALFORMED = "malformed_lines"
+
+
+class LogsAdapter:
+    name = "logs"
+    after: tuple[str, ...] = ()
+    batched = True
+    disposition = Disposition(
+        "deleted",
+        "old segment versions deleted; the object store keeps deleted bytes until it compacts and bucket "
+        "backups keep them: user ids and messages sealed, key destroyed; subject keys in clear",
+    )
+
+    def __init__(self, platform: Platform) -> None:
+        self.platform = platform
+
+    def locate(self, subject: Subject) -> dict[str, int]:
+        with self.platform.pool.connection() as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM log_subject_index WHERE subject_key = %s LIMIT 1000) l",
+                (subject.subject_key,),
+            ).fetchone()
+        return {"log_segments": int(row[0]) if row else 0}
+
+    def erase(self, subject: Subject, cursor: Mapping[str, Any], beat: Beat) -> dict[str, int]:
+        archive = self.platform.logs
+        segments = archive.segments_of(subject.subject_key)
+        self.platform.requests.update_record(
+            subject.request_id,
+            lambda r: replace(r, purged_segments=sorted(set(r.purged_segments or []) | set(segments))),
+        )
+        counts = {k: int(cursor.get(k, 0)) for k in ("segments", "lines", MALFORMED)}
+        with sensitive(*([subject.user_id] if subject.user_id else [])):
+            for n, key in enumerate(segments):  # purged segments leave the index: a retry sees only the rest
+                purged = archive.purge_subject(key, subject.app_name, subject.subject_key)
+                counts["segments"] += 1
+                counts["lines"] += purged.removed
+                counts[MALFORMED] += purged.malformed  # others' bad lines: kept, reported, not a failure
+                beat({**counts, "remaining": len(segments) - n - 1})
+        return counts
+
+    def remaining(self, subject: Subject, record: RequestRecord, bound: Bound | None, beat: Beat) -> Remaining:
+        if record.purged_segments is None:
+            return Remaining(missing=("the logs step's list of purged segments",))
+        platform = self.platform
+        reads = LogReads(platform.pool, platform.s3, platform.config.log_bucket, platform.logs.segment_lock)
+        rule = SubjectLineRule(platform.config.subject_secret, subject.app_name, subject.subject_key)
+        before = bound.erased_at if bound else None
+        named = sorted(set(record.purged_segments))
+        sample = [k for k in reads.recent_segments(RECENT_LOG_SAMPLE, before) if k not in set(named)]
+        legacy = reads.legacy_segments(named + sample)
+
+        def inspect(key: str) -> tuple[SegmentScan, int]:
+            """(scan, old versions) of one segment; nothing once it is gone. Old versions of named ones."""
+            body = reads.body(key)
+            if body is None:
+                return SegmentScan(), 0
+            return rule.scan(body, legacy=key in legacy), reads.old_versions(key) if key in named else 0
+
+        named_lines = sample_lines = old_versions = malformed = legacy_mentions = 0
+        with ThreadPoolExecutor(LOG_READERS, thread_name_prefix="verify-logs") as readers:
+            for n, (scan, old) in enumerate(readers.map(inspect, named + sample)):
+                if n < len(named):
+                    named_lines += scan.subject_lines
+                else:
+                    sample_lines += scan.subject_lines
+                old_versions += old
+                malformed += scan.malformed_lines
+                legacy_mentions += scan.legacy_mention_lines
+                beat({"segments_checked": n + 1})
+        counts = {
+            "index_entries": reads.index_entries(subject.subject_key, before),
+            "lines_in_named_segments": named_lines,
+            "old_segment_versions": old_versions,
+            "lines_in_recent_sample": sample_lines,
+            "legacy_mention_lines": legacy_mentions,
+        }
+        note = f"{malformed} malformed lines of others kept as they were" if malformed else ""
+        return Remaining(counts, reported={MALFORMED: malformed}, note=note)
+
+    def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:
+        """Lines naming the subject in the segments its index names (only segments whose window predates
+        ``before``: later ones belong to a returning user)."""
+        removed = malformed = 0
+        archive = self.platform.logs
+        for key in archive.segments_of(subject.subject_key, window_before=before):
+            purged = archive.purge_subject(key, subject.app_name, subject.subject_key)
+            removed += purged.removed
+            malformed += purged.malformed
+        return Swept({"log_lines": removed}, {MALFORMED: malformed})
+
+    def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
+        from stores.privacy.identity import subject_key
+
+        sk = subject_key(self.platform.config.subject_secret, app_name, user_id)
+        with self.platform.pool.connection() as conn:
+            index = conn.execute(
+                "SELECT segment_key, line_count FROM log_subject_index WHERE subject_key=%s ORDER BY segment_key",
+                (sk,),
+            ).fetchall()
+        lines = [
+            json.dumps(r, sort_keys=True) for r in self.platform.logs.lines_of(sk, app_name, [s for s, _n in index])
+        ]
+        return {
+            "log_index": digest(index),
+            "log_lines": digest(sorted(lines)),
+            "counts": {"log_segments": len(index), "log_lines": len(lines)},
+        }

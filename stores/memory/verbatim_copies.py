@@ -1,0 +1,117 @@
+"""Long verbatim runs of a user's text in rows filed under other subjects: disclosed at the start, checked after.
+
+Canaries are words only the user holds, so a copy of the user's text filed under someone else before the
+request removes exactly the words that would show it; and a row moved under a new owner with new ids names
+nothing the erasure recorded. Both are found by what the rows *say*: a run of ``RUN_WORDS`` consecutive words
+of the user's memories and events.
+
+At the start (``begin_request``) the user's texts give ordered runs of keyed word digests (``runs_of``; no word
+in clear). ``holders`` finds rows of other subjects holding a run, in order: one GIN probe per run on the
+``token_digests`` index with the run's words the table's statistics do not call common (``common_digests``:
+cost follows the user's text, not the platform's size), then each candidate's content opened and its words'
+digests compared in sequence. The rows found at the start are copies the platform made before the request:
+kept, never deleted (they are another subject's rows), their count disclosed in the receipt for a reviewer to
+act on. A row holding a run after the erasure that was not there at the start is the user's text still
+present under another owner: the memory check fails.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from psycopg import Connection
+
+from stores.memory.common_digests import common_digests
+from stores.privacy.embedding import tokens
+from stores.privacy.identity import token_digest
+
+RUN_WORDS = 8  # a run this long, word for word, is the user's text, not a coincidence of common phrasing
+RUN_STEP = 4  # runs overlap by half: a copy of any 12 consecutive words holds one whole run
+MAX_RUNS = 64  # bounded per request: the probes follow the user's text, never the platform's size
+MIN_RARE = 3  # a run whose words are nearly all common is not probed (its GIN probe would read everyone)
+CANDIDATES_PER_RUN = 50
+
+Opener = Callable[[uuid.UUID, bytes], "str | None"]  # a row's content, or None when its key is shredded
+
+
+def runs_of(secret: bytes, texts: Iterable[str]) -> list[list[str]]:
+    """Ordered keyed digests of each run of ``RUN_WORDS`` words in ``texts`` (distinct runs, at most
+    ``MAX_RUNS``); texts shorter than a run give none."""
+    runs: list[list[str]] = []
+    seen: set[tuple[str, ...]] = set()
+    for text in texts:
+        words = tokens(text)
+        for start in range(0, max(len(words) - RUN_WORDS, 0) + 1, RUN_STEP):
+            window = words[start : start + RUN_WORDS]
+            if len(window) < RUN_WORDS:
+                break
+            run = tuple(token_digest(secret, w) for w in window)
+            if run not in seen:
+                seen.add(run)
+                runs.append(list(run))
+            if len(runs) >= MAX_RUNS:
+                return runs
+    return runs
+
+
+def _holds_in_order(words: Sequence[str], run: Sequence[str]) -> bool:
+    n = len(run)
+    return any(list(words[i : i + n]) == list(run) for i in range(len(words) - n + 1))
+
+
+def _probe(
+    conn: Connection[Any], rare: Sequence[str], excluding_subject: str, excluding_rows: Sequence[uuid.UUID]
+) -> list[tuple[Any, ...]]:
+    """(id, sealed content, word digests) of up to ``CANDIDATES_PER_RUN`` rows of others holding every one of
+    ``rare``: one GIN probe, in id order (the same rows each time it is asked)."""
+    return conn.execute(
+        "SELECT id, content_sealed, token_digests FROM memories WHERE token_digests @> %s::text[] "
+        "AND subject_key <> %s AND id <> ALL(%s::uuid[]) ORDER BY id LIMIT %s",
+        (list(rare), excluding_subject, list(excluding_rows), CANDIDATES_PER_RUN),
+    ).fetchall()
+
+
+def _probed(conn: Connection[Any], runs: Sequence[Sequence[str]]) -> list[tuple[Sequence[str], list[str]]]:
+    """Each run with the words of it the table's statistics do not call common, runs with too few left out."""
+    common = common_digests(conn, sorted({d for run in runs for d in run}))
+    pairs = [(run, sorted(set(run) - common)) for run in runs]
+    return [(run, rare) for run, rare in pairs if len(rare) >= MIN_RARE]
+
+
+def holders(
+    conn: Connection[Any],
+    secret: bytes,
+    opener: Opener,
+    runs: Sequence[Sequence[str]],
+    excluding_subject: str,
+    excluding_rows: Sequence[uuid.UUID] = (),
+) -> set[uuid.UUID]:
+    """Rows of subjects other than ``excluding_subject`` (``excluding_rows`` aside) whose content holds one of
+    ``runs`` word for word: an indexed probe per run, then the candidates opened and compared in order."""
+    found: set[uuid.UUID] = set()
+    for run, rare in _probed(conn, runs):
+        for row_id, sealed, digests in _probe(conn, rare, excluding_subject, excluding_rows):
+            if row_id in found:
+                continue
+            text = opener(row_id, bytes(sealed))
+            if text is None:  # sealed under a shredded key, or not under its own id: judged by its word digests
+                if set(run) <= set(digests):
+                    found.add(row_id)
+                continue
+            if _holds_in_order([token_digest(secret, w) for w in tokens(text)], run):
+                found.add(row_id)
+    return found
+
+
+def distinctive(
+    conn: Connection[Any], runs: Sequence[Sequence[str]], excluding_subject: str, excluding_rows: Sequence[uuid.UUID]
+) -> list[list[str]]:
+    """Those of ``runs`` fewer than ``CANDIDATES_PER_RUN`` rows of others may hold: a run many rows hold is
+    common phrasing, not the user's text, and a bounded probe could not see all of its holders."""
+    return [
+        list(run)
+        for run, rare in _probed(conn, runs)
+        if len(_probe(conn, rare, excluding_subject, excluding_rows)) < CANDIDATES_PER_RUN
+    ]

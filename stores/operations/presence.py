@@ -1,0 +1,59 @@
+"""What a subject holds in each store when a request begins: bounded, indexed probes only.
+
+Used to say plainly when nothing was found (an id the platform never stored, or stored under another
+spelling) instead of completing with zero counts as if an erasure had happened, and to find the other
+spellings of an id (trimmed, Unicode-normalised) that hold data of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from stores.adapters.interface import Subject
+from stores.platform import Platform
+from stores.privacy.identity import hash_or_none
+
+
+def presence_by_store(platform: Platform, app_name: str, user_id: str, subject: str) -> dict[str, dict[str, int]]:
+    """Per store of this process's registry, what it holds of the subject (its adapter's ``locate``: bounded,
+    indexed probes)."""
+    who = Subject("", subject, app_name, user_id)
+    return {adapter.name: dict(adapter.locate(who)) for adapter in platform.adapters.in_order()}
+
+
+def flattened(by_store: dict[str, dict[str, int]]) -> dict[str, int]:
+    """One mapping of counts (a name two stores share is prefixed by the store)."""
+    found: dict[str, int] = {}
+    for store, counts in by_store.items():
+        for key, n in counts.items():
+            found[f"{store}.{key}" if key in found else key] = n
+    return found
+
+
+def presence(platform: Platform, app_name: str, user_id: str, subject: str) -> dict[str, int]:
+    """What each registered store holds of the subject, as one mapping of counts."""
+    return flattened(presence_by_store(platform, app_name, user_id, subject))
+
+
+def unplanned_stores(by_store: dict[str, dict[str, int]], plan: list[str]) -> list[str]:
+    """Stores that hold the subject's data but that the request's plan does not name: the request must fail
+    (a plan chosen by a process configured with fewer stores than the worker erases nothing there)."""
+    return sorted(name for name, counts in by_store.items() if any(counts.values()) and name not in plan)
+
+
+def ids_holding_data(platform: Platform, app_name: str, user_ids: Sequence[str]) -> list[str]:
+    """Those of ``user_ids`` with ADK sessions, ``user:`` state or memory rows in the app (indexed probes)."""
+    if not user_ids:
+        return []
+    # a spelling that makes no subject key (a trimmed variant in the key's own form) is probed by itself only
+    given = list(user_ids)
+    keys = [hash_or_none(platform.config.subject_secret, app_name, u) or u for u in given]
+    with platform.pool.connection() as conn:  # rows are filed under the subject key, or the raw id (plain ADK)
+        rows = conn.execute(
+            "SELECT u FROM unnest(%s::text[], %s::text[]) AS given(u, k) WHERE"
+            " EXISTS (SELECT 1 FROM sessions s WHERE s.app_name = %s AND s.user_id IN (given.u, given.k))"
+            " OR EXISTS (SELECT 1 FROM user_states us WHERE us.app_name = %s AND us.user_id IN (given.u, given.k))"
+            " OR EXISTS (SELECT 1 FROM memories m WHERE m.app_name = %s AND m.user_id IN (given.u, given.k))",
+            (given, keys, app_name, app_name, app_name),
+        ).fetchall()
+    return [r[0] for r in rows]

@@ -1,0 +1,210 @@
+"""The object store's physical clean-up: compact the volumes that hold the bytes of deleted objects.
+
+An S3 delete removes an object version from the API, but SeaweedFS keeps its bytes in the volume file
+(``<bucket>_<n>.dat``) as garbage until the volume is compacted. This step runs after the artifacts and logs
+steps: it asks the SeaweedFS master (``ERASURE_S3_COMPACTION_URL``; the local stack's own master by
+default) to compact every volume holding any garbage (``stores.infra.seaweedfs``), then reads each volume's
+compaction revision to know it happened (the master does nothing while its own periodic vacuum runs, so a
+writable volume left uncompacted is asked again, and after that the step fails and Temporal retries it).
+Compacting copies a volume's live needles to a new file: reads and writes go on meanwhile (writes to that
+volume move to another one for the time), so the platform is never blocked. Heartbeats while it runs.
+
+The filer deletes an object's chunks from the volumes through a queue it runs every 1.123 s, so before it
+takes its bound the step sends a marker through that queue and waits until the marker's chunk has left its
+volume server (``stores.ledgers.deletion_queue``; ``ERASURE_S3_COMPACTION_FILER_URL``, the local stack's own filer by
+default): the deletions queued before it have then reached the volumes, in 0.1 to 1.2 s instead of a fixed
+wait. One marker serves every erasure of the worker that asked before it was written. Without a filer to send
+it through (or when the filer keeps the marker inline) the step waits ``SETTLE_SECONDS``. Concurrent erasures share
+a compaction, as vacuums are shared (``stores.physical.cleanup``): one that started after a request's
+deletions had landed covers it. Skipped (recorded as covered) when the request deleted no object.
+
+Where the object store offers no compaction (AWS S3 and most S3 services; the setting empty in production)
+the step records the request as covered all the same and says so: ``offered`` 0 in its counts, and a
+disposition that says deleted versions are gone from the API and the provider reclaims their space on its
+own schedule. What it does not reach: bucket backups, read-only volumes (SeaweedFS never compacts those on
+a sweep; counted as ``volumes_read_only``), erasure-coded volumes, and the filer's metadata (object keys:
+subject keys and session ids). What those keep of artifact bodies and log lines is sealed, key destroyed.
+
+Its cost follows the volumes holding garbage, not the user's objects: the platform's own periodic vacuum
+done sooner (every volume with any garbage, not only past SeaweedFS's 30 % default), shared by the erasures
+that finish while one runs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
+from stores.infra.errors import CompactionIncomplete
+from stores.infra.seaweedfs import Outcome, SeaweedMaster, not_compacted
+from stores.ledgers.deletion_queue import FilerDeletionQueue, MarkerInline, SharedProbe
+from stores.physical import evidence
+from stores.physical.cleanup import CleanupBooks, covered_targets, found_any
+
+if TYPE_CHECKING:
+    from psycopg import Connection
+
+    from stores.books.request_record import RequestRecord
+    from stores.platform import Platform
+
+#: the one target of this step in the clean-up books (a request is covered when this row is recorded)
+TARGET = evidence.VOLUMES_BASELINE
+#: what the presence probe at the start calls the objects the artifacts and logs steps delete
+FOUND_KEYS = ("artifacts", "log_segments")
+#: the filer's deletion queue is polled every 1.123 s: deletions have reached the volumes after this
+SETTLE_SECONDS = 2.5
+#: the marker must have left its volume within this (the queue may hold a huge user's 10,000 deletions);
+#: past it the step fails and Temporal retries it
+DRAIN_SECONDS = 120.0
+ATTEMPTS = 30  # compaction requests before the step fails (and Temporal retries it), RETRY_SECONDS apart
+RETRY_SECONDS = 2.0
+
+OFFERED = Disposition(
+    "physically_removed",
+    "volumes holding deleted objects compacted: deleted artifact and log bytes removed from the object "
+    "store's files; bucket backups and read-only volumes keep them (artifact bodies and log line words "
+    "sealed, key destroyed); the store's metadata keeps object keys (subject keys, session ids) until it compacts",
+)
+NOT_OFFERED = Disposition(
+    "deleted",
+    "the object store offers no compaction: deleted object versions are gone from its API and the provider "
+    "reclaims their space on its own schedule; bucket backups keep them (artifact bodies and log line words "
+    "sealed, key destroyed)",
+)
+
+
+class CompactionAdapter:
+    name = "compaction"
+    after: tuple[str, ...] = ("artifacts", "logs")
+    batched = True  # a compaction copies whole volumes: heartbeats while it runs
+    after_sweep = True  # runs once the second sweep is done, so its deletions are covered too
+
+    def __init__(self, platform: Platform) -> None:
+        self.platform = platform
+        self.books = CleanupBooks(platform.pool, "compaction")
+        url = platform.config.s3_compaction_url
+        self.master = SeaweedMaster(url) if url else None
+        filer = platform.config.s3_filer_url
+        self.queue = FilerDeletionQueue(filer, self.master) if filer and self.master else None
+        self.drains = SharedProbe()  # one marker at a time for the worker's concurrent erasures
+        self.disposition = OFFERED if self.master is not None else NOT_OFFERED
+
+    def locate(self, subject: Subject) -> dict[str, int]:
+        return {}  # holds nothing of any user: "found at the start" stays about the user's data
+
+    def erase(self, subject: Subject, cursor: Mapping[str, Any], beat: Beat) -> dict[str, int]:
+        """Covered by a compaction that started after this request's deletions had landed, or compacted now."""
+        nothing = {"compactions_run": 0, "volumes_compacted": 0, "volumes_read_only": 0}
+        if self.master is None:
+            self.books.record(subject.request_id, TARGET)  # nothing to compact with
+            return {"offered": 0, **nothing}
+        if not self._deleted_anything(subject):
+            self.books.record(subject.request_id, TARGET)  # nothing of this request to compact: all zeros
+            return nothing
+        counts = {"offered": 1, "compactions_run": 0, "volumes_compacted": 0}
+        master = self.master
+        self._settle(beat)
+        # SeaweedFS's own state once the deletions have landed: the volumes holding garbage (the deleted
+        # needles among them) and their compaction revisions, the baseline the check compares with
+        with self.platform.pool.connection() as conn:
+            taken_at = evidence.clock(conn)
+        volumes = evidence.volume_items(master.volumes())
+        baseline = evidence.record_baseline(self.platform.pool, subject.request_id, TARGET, taken_at, volumes)
+        landed_by = baseline.taken_at
+        outcomes: list[Outcome] = []
+
+        def compact(_conn: Connection[tuple[Any, ...]]) -> None:
+            outcomes.append(self._compact(master))
+
+        counts["compactions_run"] = self.books.cover(TARGET, landed_by, subject.request_id, beat, compact)
+        if not self._judge(subject.request_id).covered:  # SeaweedFS shows a volume left: once more
+            outcomes.clear()
+            counts["compactions_run"] += self.books.cover(TARGET, self.books.now(), subject.request_id, beat, compact)
+        done = outcomes[0] if outcomes else Outcome((), (), ())
+        return {**counts, "volumes_compacted": len(done.compacted), "volumes_read_only": len(done.read_only)}
+
+    def _judge(self, request_id: str) -> evidence.Judgement:
+        """SeaweedFS's own compaction revisions against the request's baseline (see ``physical_evidence``)."""
+        assert self.master is not None
+        return evidence.volumes_covered(self.platform.pool, request_id, self.master.volumes(), self.after)
+
+    def _deleted_anything(self, subject: Subject) -> bool:
+        """Whether the artifacts or logs step, or the second sweep, deleted objects: what the probe found at
+        the start, the log segments the logs step rewrote, or a sweep's deletion mark. An object written past
+        the fence after the start and deleted by the step is left to the store's periodic vacuum (as vacuum
+        leaves such rows to autovacuum)."""
+        record = self.platform.requests.record(subject.request_id)
+        if found_any(record, FOUND_KEYS) or bool(record.purged_segments):
+            return True
+        return evidence.last_deletion(self.platform.pool, subject.request_id, self.after) is not None
+
+    def _settle(self, beat: Beat) -> datetime | None:
+        """Wait for deletions the filer queued to reach the volumes; then "now" bounds this request's."""
+        queue = self.queue
+        if queue is not None:
+            deadline = time.monotonic() + DRAIN_SECONDS
+
+            def drain() -> None:
+                queue.drain(deadline, lambda s: beat({"stage": "compaction", "draining": round(s, 1)}))
+
+            try:
+                self.drains.wait(drain, lambda: beat({"stage": "compaction", "draining": "shared"}))
+                return self.books.now()
+            except MarkerInline:
+                pass  # the filer keeps small files inline: no chunk to watch, the fixed wait instead
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while (left := deadline - time.monotonic()) > 0:
+            beat({"stage": "compaction", "settling": round(left, 1)})
+            time.sleep(min(1.0, left))
+        return self.books.now()
+
+    @staticmethod
+    def _compact(master: SeaweedMaster) -> Outcome:
+        """Compact until every writable volume that held garbage at the start has been (runs in a thread of
+        its own: the caller heartbeats)."""
+        before = master.volumes()
+        outcome = Outcome((), (), ())
+        for _ in range(ATTEMPTS):
+            master.vacuum()
+            outcome = not_compacted(before, master.volumes())
+            if not outcome.left:
+                return outcome
+            time.sleep(RETRY_SECONDS)  # the master's own vacuum was running: ask again
+        raise CompactionIncomplete(f"{len(outcome.left)} volume(s) holding deleted objects were not compacted")
+
+    def remaining(self, subject: Subject, record: RequestRecord, bound: Bound | None, beat: Beat) -> Remaining:
+        """SeaweedFS's own evidence, not this step's books: every volume that held garbage once the request's
+        last deletion had landed (the second sweep's included) shows a compaction revision moved on since,
+        read from the volume servers. Where the store offers no compaction, and for a request that deleted
+        no object, the step having run is enough; a request that deleted objects and has no evidence fails
+        closed (one that ended before evidence was kept is judged by the books, and the check says so)."""
+        request_id = subject.request_id
+        booked = Remaining(
+            {"object_store_not_covered": int(TARGET not in covered_targets(self.platform.pool, request_id))}
+        )
+        if self.master is None or not self._deleted_anything(subject):
+            return booked
+        kept = evidence.baselines(self.platform.pool, request_id).get(TARGET)
+        if kept is None and bound is not None:
+            return replace(booked, note=evidence.LEGACY)
+        try:
+            judged = self._judge(request_id)
+        except httpx.HTTPError as exc:  # fail closed: what cannot be read is not covered
+            return Remaining({"object_store_not_covered": 1}, note=f"volume status unreadable: {type(exc).__name__}")
+        return Remaining(
+            {"object_store_not_covered": int(not judged.covered)},
+            reported={"volumes_read_only": len(judged.read_only)} if judged.read_only else {},
+            note=judged.note(),
+        )
+
+    def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:
+        return Swept()  # a sweep deletes few objects; the store's periodic vacuum removes what it leaves
+
+    def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
+        return {"counts": {}}  # holds nothing of any user

@@ -1,0 +1,134 @@
+"""The physical clean-up step: vacuum the tables the deleting steps touched, so dead tuples go.
+
+A deleted row stays on disk as a dead tuple (and as entries in every index of its table, pgvector's and the
+GIN provenance indexes included) until VACUUM removes it; only then can its space be reused. This step runs
+after the sessions and memory steps: ``VACUUM (INDEX_CLEANUP ON)`` on google-adk's tables and the memory
+table, one at a time, with a heartbeat between them. Plain VACUUM takes a lock that never blocks reads or
+writes of the platform (SHARE UPDATE EXCLUSIVE). ``INDEX_CLEANUP ON`` makes it clean the indexes even when
+few tuples died (PostgreSQL otherwise skips them, and the index entries, which hold the lookup columns,
+stay). Concurrent erasures share vacuums: a vacuum that started after a request's deletions covers it.
+
+What it does not reach, and what the receipt says so: WAL segments already written and every backup keep the
+old tuples; what those hold of the user is sealed under the user's data key (destroyed by the keys step),
+apart from the lookup columns. VACUUM leaves freed bytes in the page until they are overwritten. Its cost
+follows the tables' size, not the user's rows: it is the one step that does not; it is the platform's regular
+maintenance done sooner, and shared by the erasures that finish while one runs.
+
+Idempotent: a retry finds its tables covered (or vacuums again, harmlessly) and records the same rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from psycopg import Connection
+
+from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
+from stores.physical import evidence
+from stores.physical.cleanup import CleanupBooks, covered_targets, found_any
+
+if TYPE_CHECKING:
+    from stores.books.request_record import RequestRecord
+    from stores.platform import Platform
+
+#: the tables the sessions and memory steps delete from (google-adk's and the memory table)
+TABLES = ("events", "sessions", "user_states", "memories")
+#: what the presence probe at the start calls the rows those steps delete (their adapters' ``locate`` keys)
+FOUND_KEYS = ("sessions", "user_states", "memory_rows")
+#: the request's baseline of Postgres's vacuum counters (``physical_evidence``)
+BASELINE = evidence.TABLES_BASELINE
+
+
+class VacuumAdapter:
+    name = "vacuum"
+    after: tuple[str, ...] = ("sessions", "memory")
+    batched = True  # a large table takes a while: heartbeats between tables and while one is vacuumed
+    after_sweep = True  # runs once the second sweep is done, so its deletions are covered too
+    disposition = Disposition(
+        "physically_removed",
+        "dead tuples and index entries of the vacuumed tables removed; WAL segments already written and "
+        "database backups keep the old tuples (user content sealed, key destroyed; lookup columns in clear)",
+    )
+
+    def __init__(self, platform: Platform) -> None:
+        self.platform = platform
+        self.books = CleanupBooks(platform.pool, "vacuum")
+
+    def locate(self, subject: Subject) -> dict[str, int]:
+        return {}  # holds nothing of any user: "found at the start" stays about the user's data
+
+    def erase(self, subject: Subject, cursor: Mapping[str, Any], beat: Beat) -> dict[str, int]:
+        """Each table: covered by a vacuum that started after this request's deletions, or vacuumed now.
+
+        The deleting steps (and the second sweep) are done when this runs, so "now" bounds them: Postgres's
+        own vacuum counters are read then (the baseline the check compares with). Under a per-table advisory
+        lock (waited for with heartbeats, never blocking the platform's own reads and writes), a vacuum this
+        step finished that started after that bound covers the request too: concurrent erasures share it. A
+        table whose counters do not show a vacuum since the baseline (one of its was running then, and was
+        cancelled by ours) is vacuumed once more."""
+        if not self._deleted_anything(subject):
+            for table in TABLES:  # nothing of this request left a dead tuple: covered as it is
+                self.books.record(subject.request_id, table)
+            return {"tables_vacuumed": 0, "tables_covered": 0}
+        baseline = self._baseline(subject.request_id)
+        vacuumed = 0
+        for n, table in enumerate(TABLES):
+            vacuumed += self.books.cover(table, baseline.taken_at, subject.request_id, beat, _vacuum(table))
+            if not evidence.tables_covered(self.platform.pool, subject.request_id, (table,), self.after).covered:
+                self.books.cover(table, self.books.now(), subject.request_id, beat, _vacuum(table))
+            beat({"stage": "vacuum", "tables": n + 1})
+        return {"tables_vacuumed": vacuumed, "tables_covered": len(TABLES) - vacuumed}
+
+    def _baseline(self, request_id: str) -> evidence.Baseline:
+        with self.platform.pool.connection() as conn:
+            taken_at = evidence.clock(conn)
+            stats = evidence.table_stats(conn, TABLES)
+        return evidence.record_baseline(self.platform.pool, request_id, BASELINE, taken_at, evidence.table_items(stats))
+
+    def _deleted_anything(self, subject: Subject) -> bool:
+        """Whether the sessions or memory step of this request, or its second sweep, deleted rows: what they
+        found at the start, the memory rows recorded as erased (by the subject key index), or a sweep's
+        deletion mark. A session written past the fence after the start and deleted by the step is left to
+        autovacuum."""
+        if found_any(self.platform.requests.record(subject.request_id), FOUND_KEYS):
+            return True
+        if evidence.last_deletion(self.platform.pool, subject.request_id, self.after) is not None:
+            return True
+        with self.platform.pool.connection() as conn:
+            row = conn.execute(
+                "SELECT 1 FROM erased_memories WHERE subject_key = %s AND request_id = %s LIMIT 1",
+                (subject.subject_key, subject.request_id),
+            ).fetchone()
+        return row is not None
+
+    def remaining(self, subject: Subject, record: RequestRecord, bound: Bound | None, beat: Beat) -> Remaining:
+        """Postgres's own evidence, not this step's books: each table's vacuum counters show a vacuum that
+        started after the request's last deletion (the second sweep's included). A request that deleted
+        nothing is covered once its step ran; one that did and has no evidence fails closed (a request that
+        ended before evidence was kept is judged by the books, and the check says so)."""
+        request_id = subject.request_id
+        kept = evidence.baselines(self.platform.pool, request_id).get(BASELINE)
+        if not self._deleted_anything(subject):
+            return Remaining(
+                {"tables_not_vacuumed": len(set(TABLES) - covered_targets(self.platform.pool, request_id))}
+            )
+        if kept is None and bound is not None:
+            done = covered_targets(self.platform.pool, request_id)
+            return Remaining({"tables_not_vacuumed": len(set(TABLES) - done)}, note=evidence.LEGACY)
+        judged = evidence.tables_covered(self.platform.pool, request_id, TABLES, self.after)
+        return Remaining({"tables_not_vacuumed": len(judged.not_covered)}, note=judged.note())
+
+    def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:
+        return Swept()  # a sweep deletes little; autovacuum removes what it leaves
+
+    def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
+        return {"counts": {}}  # holds nothing of any user
+
+
+def _vacuum(table: str) -> Callable[[Connection[tuple[Any, ...]]], object]:
+    def run(conn: Connection[tuple[Any, ...]]) -> object:
+        return conn.execute(f"VACUUM (INDEX_CLEANUP ON) {table}")  # a fixed name (TABLES), never input
+
+    return run

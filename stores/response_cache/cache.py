@@ -1,0 +1,212 @@
+"""The agent platform's LLM response cache on a Redis-protocol server (Valkey locally, any Redis in production).
+
+Agent platforms cache model responses for cost and latency; a cached response quotes the user's prompt
+and whatever the model said about them, so the cache is personal data of that user. Entries are keyed per
+user and indexed per user, so an erasure finds them through the index and never walks the keyspace:
+
+``rc:e:<app>:<subject key>:<digest>``  the entry: prompt and response sealed under the user's data key
+                                      (crypto-shredding makes every snapshot or replica copy unreadable)
+``rc:i:<app>:<subject key>``           the subject's index: a sorted set of entry digests, scored by the
+                                      time each was written (the sweeps remove what predates an erasure)
+
+``digest`` is a keyed hash of the normalised prompt (no prompt in any key). Both keys carry the cache's TTL;
+every write refreshes the index's, so the index outlives its entries. A write while the user is fenced
+(an erasure running) is dropped and counted, like the fenced memory service's.
+
+The index is never dropped while it names an entry: ``erase_entries`` takes its members a batch at a time,
+hands them to the caller (who records them) and unlinks the entries and their members together in one
+transaction; a sorted set with no member left is gone by itself, so the index disappears exactly when the
+last entry it named does, and a crash at any point leaves every remaining entry named by it for the retry.
+An entry orphaned anyway (its index dropped by other code, or evicted by a server under memory pressure) is
+found by ``orphaned_entries``: the entry's key carries the subject key, so ``SCAN`` with ``MATCH`` on the
+subject's entry pattern finds it without the index. That walks the keyspace (no bounded lookup by key
+prefix exists on a Redis-protocol server; a cluster hash tag would bound it to one slot), so it is the deep
+check, not the erase path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import valkey
+
+from stores.privacy.identity import derived_key, key_part, subject_key, validate_subject_key
+
+if TYPE_CHECKING:
+    from stores.ledgers.tombstones import TombstoneLedger
+    from stores.privacy.keys import DataKeyStore
+
+DEFAULT_TTL = 7 * 24 * 3600
+
+
+def index_key(app_name: str, subject: str) -> str:
+    return f"rc:i:{key_part(app_name)}:{subject}"
+
+
+def entry_key(app_name: str, subject: str, digest: str) -> str:
+    return f"rc:e:{key_part(app_name)}:{subject}:{digest}"
+
+
+def entry_pattern(app_name: str, subject: str) -> str:
+    """``MATCH`` pattern of the subject's entries (``key_part`` escapes every glob character of the app;
+    a subject key is ``sk_`` and hex), never of another subject's: the digest is fixed-length hex."""
+    return f"rc:e:{key_part(app_name)}:{validate_subject_key(subject)}:" + "[0-9a-f]" * DIGEST_LENGTH
+
+
+DIGEST_LENGTH = 32
+ERASE_BATCH = 500
+
+
+@dataclass(frozen=True)
+class CachedResponse:
+    prompt: str
+    response: str
+
+
+class ResponseCache:
+    def __init__(self, client: Any, keys: DataKeyStore, ledger: TombstoneLedger, secret: bytes) -> None:
+        self.client = client
+        self._keys = keys
+        self._ledger = ledger
+        self._secret = secret
+        self._digest_key = derived_key(secret, "cache-key")
+        self.dropped_while_fenced = 0
+
+    @classmethod
+    def connect(cls, url: str, keys: DataKeyStore, ledger: TombstoneLedger, secret: bytes) -> ResponseCache:
+        return cls(valkey.Valkey.from_url(url, socket_timeout=5.0), keys, ledger, secret)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def digest(self, app_name: str, subject: str, prompt: str) -> str:
+        normalised = " ".join(prompt.split()).lower()
+        msg = f"{app_name}\x00{subject}\x00{normalised}".encode()
+        return hmac.new(self._digest_key, msg, hashlib.sha256).hexdigest()[:DIGEST_LENGTH]
+
+    def put(
+        self,
+        app_name: str,
+        user_id: str,
+        prompt: str,
+        response: str,
+        *,
+        ttl: int = DEFAULT_TTL,
+        at: float | None = None,
+    ) -> bool:
+        """Cache one response for the user; ``False`` (and counted) while the user is fenced."""
+        sk = subject_key(self._secret, app_name, user_id)
+        if self._ledger.user_fenced(sk):
+            self.dropped_while_fenced += 1
+            return False
+        return self.put_unfenced(app_name, sk, prompt, response, ttl=ttl)
+
+    def put_unfenced(
+        self, app_name: str, sk: str, prompt: str, response: str, *, ttl: int = DEFAULT_TTL, at: float | None = None
+    ) -> bool:
+        """A write that bypasses the fence (a late writer, a replayed queue): what the sweeps are for."""
+        digest = self.digest(app_name, sk, prompt)
+        key = entry_key(app_name, sk, digest)
+        plain = json.dumps({"prompt": prompt, "response": response}).encode()
+        _key_id, sealed = self._keys.encrypt(sk, plain, key.encode())
+        pipe = self.client.pipeline(transaction=True)
+        pipe.set(key, sealed, ex=ttl)
+        pipe.zadd(index_key(app_name, sk), {digest: time.time() if at is None else at})
+        # the index lives as long as its longest-lived entry: a later, shorter TTL never shortens it (an entry
+        # outliving its index could be found by neither the eraser nor the verifier)
+        pipe.expire(index_key(app_name, sk), ttl, nx=True)
+        pipe.expire(index_key(app_name, sk), ttl, gt=True)
+        pipe.execute()
+        return True
+
+    def get(self, app_name: str, user_id: str, prompt: str) -> CachedResponse | None:
+        """The cached response, or ``None`` (always ``None`` while the user is fenced)."""
+        sk = subject_key(self._secret, app_name, user_id)
+        if self._ledger.user_fenced(sk):
+            return None
+        key = entry_key(app_name, sk, self.digest(app_name, sk, prompt))
+        sealed = self.client.get(key)
+        if sealed is None:
+            return None
+        data = json.loads(self._keys.decrypt(bytes(sealed), key.encode()))
+        return CachedResponse(str(data["prompt"]), str(data["response"]))
+
+    def forget_quoting(self, app_name: str, subject: str, quotes: Callable[[str], bool]) -> int:
+        """Remove the subject's entries whose prompt or response quotes a forgotten item (``quotes`` says,
+        from the forget tombstone's hashed spans), through the subject's index: cost follows their entries."""
+        index = index_key(app_name, subject)
+        digests = [d.decode() if isinstance(d, bytes) else str(d) for d in self.client.zrange(index, 0, -1)]
+        removed = 0
+        for start in range(0, len(digests), 200):
+            batch = digests[start : start + 200]
+            keys = [entry_key(app_name, subject, d) for d in batch]
+            for key, digest, sealed in zip(keys, batch, self.client.mget(keys), strict=True):
+                if sealed is None:
+                    continue
+                data = json.loads(self._keys.decrypt(bytes(sealed), key.encode()))
+                if quotes(f"{data['prompt']} {data['response']}"):
+                    pipe = self.client.pipeline(transaction=True)
+                    pipe.delete(key)
+                    pipe.zrem(index, digest)
+                    pipe.execute()
+                    removed += 1
+        return removed
+
+    def erase_entries(
+        self,
+        app_name: str,
+        subject: str,
+        *,
+        before: float | None = None,
+        on_batch: Callable[[list[str]], None] | None = None,
+        batch: int = ERASE_BATCH,
+        after_batch: Callable[[int], None] | None = None,
+    ) -> int:
+        """Remove the subject's entries through its index (those scored before ``before``, when given), a
+        batch at a time: ``on_batch`` gets each batch's digests before anything of it is deleted (record them
+        there), then the entries and their index members go in one transaction. The index is never unlinked
+        by itself: it is gone when its last member is, so no entry it named can outlive it. Returns entries
+        asked to go (those already gone included: a retry after a crash counts them again)."""
+        index = index_key(app_name, subject)
+        top = "+inf" if before is None else f"({before}"
+        removed = 0
+        while True:
+            members = self.client.zrangebyscore(index, "-inf", top, start=0, num=batch)
+            digests = [m.decode() if isinstance(m, bytes) else str(m) for m in members]
+            if not digests:
+                return removed
+            if on_batch:
+                on_batch(digests)
+            pipe = self.client.pipeline(transaction=True)
+            pipe.unlink(*(entry_key(app_name, subject, d) for d in digests))
+            pipe.zrem(index, *digests)
+            pipe.execute()
+            removed += len(digests)
+            if after_batch:  # the batch is gone: a heartbeat here resumes after it
+                after_batch(removed)
+
+    def orphaned_entries(self, app_name: str, subject: str) -> int:
+        """The subject's entries its index does not name (or all of them, with no index): found by their keys
+        (``SCAN`` ``MATCH`` on the subject's entry pattern, a walk of the keyspace), never by the raw id."""
+        index, found = index_key(app_name, subject), 0
+        prefix_length = len(entry_key(app_name, subject, ""))
+        for keys in self._scan_batches(entry_pattern(app_name, subject)):
+            digests = [(k.decode() if isinstance(k, bytes) else str(k))[prefix_length:] for k in keys]
+            scores = self.client.zmscore(index, digests)
+            found += sum(1 for score in scores if score is None)
+        return found
+
+    def _scan_batches(self, pattern: str, count: int = 1000) -> Iterator[list[Any]]:
+        cursor: int = 0
+        while True:
+            cursor, keys = self.client.scan(cursor=cursor, match=pattern, count=count)
+            if keys:
+                yield list(keys)
+            if int(cursor) == 0:
+                return
