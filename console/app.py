@@ -528,7 +528,7 @@ def create_app(console: Console) -> FastAPI:
         title="Erasure orchestrator: compliance API",
         version="1",
         description="File, approve and prove erasure requests. Every route needs a bearer token (OIDC JWT or "
-        "API token) and a role; see the README's 'Compliance console' section.",
+        "API token) and a role; see docs/console.md.",
         docs_url=None,
         redoc_url=None,
     )

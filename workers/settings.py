@@ -1,8 +1,9 @@
 """One typed settings object, read from ``ERASURE_*`` environment variables (pydantic-settings).
 
-Every field's variable is ``ERASURE_`` + its name in capitals; its description is the README table's
-meaning, and ``json_schema_extra={"required_in_production": True}`` marks what production mode insists on.
-``settings_doc()`` lists them all, and the tests check the README table and the deploy files against it.
+Every field's variable is ``ERASURE_`` + its name in capitals; its description is the meaning shown in
+docs/configuration.md, and ``json_schema_extra={"required_in_production": True}`` marks what production mode insists on.
+``settings_doc()`` lists them all, and ``workers/settings_doc.py`` renders docs/configuration.md from it;
+the tests check that page and the deploy files against it.
 
 Two modes (``ERASURE_MODE``):
 

@@ -1,5 +1,6 @@
-"""Erase adapters: one module per store behind one interface (``interface``), found through the registry.
+"""The erase-adapter contract: the interface every store's adapter provides (``interface``), the registry that finds
+them through entry points and orders the plan (``registry``), and small shared pieces (``common``, ``tombstone_reads``).
 
-Built in: ``artifacts``, ``sessions``, ``memory`` (after sessions), ``logs``, ``keys`` (after every other).
-A platform registers more under the entry-point group ``erasure.adapters`` (see the README, "Adding a store").
+The adapters themselves live with their stores (``stores/<store>/adapter.py``). A platform registers more under the
+entry-point group ``erasure.adapters`` (see docs/adding-a-store.md).
 """

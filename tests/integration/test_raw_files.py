@@ -720,8 +720,9 @@ def test_the_restored_dump_does_not_open_for_the_erased_user_and_opens_for_a_con
 
 @pytest.mark.xfail(
     strict=True,
-    reason="documented limit (README, what each kind of access can still read): the dump holds the wrapped data "
-    "keys, and the shared wrapping key still unwraps them for anyone with kms:Decrypt; per-user KMS keys close it",
+    reason="documented limit (docs/privacy-model.md, what each kind of access can still read): the dump holds the "
+    "wrapped data keys, and the shared wrapping key still unwraps them for anyone with kms:Decrypt; per-user KMS "
+    "keys close it",
 )
 def test_the_dumps_own_wrapped_keys_do_not_open_the_erased_users_rows(world: World, platform: Platform) -> None:
     with key_store_on(world.restored_url, platform) as keys:
