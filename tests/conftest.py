@@ -22,7 +22,7 @@ from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from stores.infra.migrate import prepare_database
+from stores.operations.database import prepare_database
 from stores.platform import Platform
 from tests.console_harness import api, issuer  # noqa: F401 (the console fixtures, for every module)
 from tests.saga_harness import SagaHarness

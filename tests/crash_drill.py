@@ -112,7 +112,7 @@ RANDOM_POINTS = [  # in the order they can occur (artifacts, logs and sessions -
 async def _randomised(erasures: int, seed: int, state_dir: Path) -> int:
     import random
 
-    from stores.infra.migrate import prepare_database
+    from stores.operations.database import prepare_database
     from stores.operations.fingerprint import user_snapshot
     from tests.saga_harness import SagaHarness
     from tests.stack_fixture import make_test_settings

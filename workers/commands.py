@@ -56,7 +56,7 @@ def _worker(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _migrate(_args: argparse.Namespace, settings: Settings) -> int:
-    from stores.infra.migrate import prepare_database
+    from stores.operations.database import prepare_database
 
     applied = prepare_database(settings.postgres_url)
     print(f"migrations: {'applied ' + ', '.join(map(str, applied)) if applied else 'up to date'}")
@@ -468,7 +468,7 @@ def _codec_server(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _replay_tombstones(_args: argparse.Namespace, settings: Settings) -> int:
-    from stores.lifecycle.replay import replay_lifecycle
+    from stores.operations.lifecycle_replay import replay_lifecycle
     from stores.operations.restore import replay_tombstones
 
     with _platform(settings) as platform:

@@ -46,7 +46,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -57,7 +57,6 @@ from stores.privacy.vector_rotation import rotate
 
 if TYPE_CHECKING:
     from stores.ledgers.tombstones import TombstoneLedger
-    from stores.memory.rows import NewMemory
     from stores.privacy.keys import DataKeyStore
 
 DB_FILE = "chroma.sqlite3"
@@ -79,6 +78,30 @@ class ChromaHit:
     text: str
     kind: str
     created_at: datetime
+
+
+class NewMemory(Protocol):
+    """What the Chroma collection reads of a memory to add (the memory store's ``NewMemory`` provides it; named
+    here so a store does not import another store)."""
+
+    @property
+    def app_name(self) -> str: ...
+    @property
+    def user_id(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def session_id(self) -> str | None: ...
+    @property
+    def derived_from(self) -> Sequence[uuid.UUID]: ...
+    @property
+    def source_sessions(self) -> Sequence[str]: ...
+    @property
+    def created_at(self) -> datetime | None: ...
+    @property
+    def id(self) -> uuid.UUID: ...
 
 
 class ChromaMemory:

@@ -67,11 +67,3 @@ def apply_migrations(url: str, directory: Path = MIGRATIONS_DIR) -> list[int]:
 def applied_versions(url: str) -> list[int]:
     with psycopg.connect(url) as conn:
         return [r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY version")]
-
-
-def prepare_database(url: str) -> list[int]:
-    """google-adk's session tables first (migration 0004 indexes them), then our migrations."""
-    from stores.sessions.schema import ensure_adk_schema
-
-    ensure_adk_schema(url)
-    return apply_migrations(url)

@@ -4,7 +4,7 @@ A restored database backup predates what happened after it: a forget, an expiry,
 Each such transition therefore writes ``lifecycle/<entry id>.json`` to the receipts bucket (ids, keys,
 hashes and times only: the subject key, the app, the memory ids, what superseded them, and for a forget its
 tombstone's keyed hashes), and ``erasure replay-tombstones`` replays the whole journal after a restore,
-before the restored data goes live (``stores.lifecycle.replay``).
+before the restored data goes live (``stores.operations.lifecycle_replay``).
 """
 
 from __future__ import annotations

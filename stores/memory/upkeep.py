@@ -24,7 +24,7 @@ import threading
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import structlog
 
@@ -34,10 +34,14 @@ from stores.memory.rows import FencedWrite, MemoryStore, NewMemory
 from stores.memory.states import MemoryStates
 from stores.privacy.embedding import tokens
 
-if TYPE_CHECKING:
-    from stores.response_cache.cache import ResponseCache
-
 log = structlog.get_logger("stores.memory.upkeep")
+
+
+class ResponseCache(Protocol):
+    """What upkeep needs of the response cache (``stores.response_cache.cache.ResponseCache`` provides it; named
+    here so a store does not import another store): drop the entries that quote a forgotten item."""
+
+    def forget_quoting(self, app_name: str, subject: str, quotes: Callable[[str], bool]) -> int: ...
 
 
 def quotes_words(needles: Sequence[Sequence[str]]) -> Callable[[str], bool]:

@@ -15,7 +15,7 @@ import pytest_asyncio
 from psycopg_pool import PoolTimeout
 from temporalio.client import Client
 
-from stores.infra.migrate import prepare_database
+from stores.operations.database import prepare_database
 from stores.operations.fingerprint import user_snapshot
 from stores.platform import Platform
 from tests.saga_harness import SagaHarness

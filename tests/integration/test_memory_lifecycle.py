@@ -18,11 +18,11 @@ import pytest
 from google.adk.memory.memory_entry import MemoryEntry
 from google.genai import types
 
-from stores.lifecycle.replay import replay_lifecycle
 from stores.memory.lifecycle_rules import Caps
 from stores.memory.service import FencedMemoryService, PostgresMemoryService
 from stores.memory.upkeep import MemoryUpkeep
 from stores.operations.fingerprint import snapshot
+from stores.operations.lifecycle_replay import replay_lifecycle
 from stores.platform import Platform
 from stores.privacy.identity import subject_key
 from tests.forget_fixtures import ingest, make_sessions, recall

@@ -12,7 +12,7 @@ from pathlib import Path
 from botocore.exceptions import ClientError
 
 from stores.infra.aws_clients import s3_client
-from stores.infra.migrate import prepare_database
+from stores.operations.database import prepare_database
 from workers.errors import StackError
 from workers.local_kms import read_key_id
 from workers.local_secrets import create_local_secrets
