@@ -38,17 +38,8 @@ from workflows.contracts.reseal import ResealActivityNames
 #: activity name -> the kind of request whose approval it needs
 APPROVED: dict[str, Kind] = {
     Activities.BEGIN: "erasure",
-    Activities.FENCE: "erasure",
     Activities.FENCE_UNLESS_HELD: "erasure",
-    Activities.ARTIFACTS: "erasure",
-    Activities.SESSIONS: "erasure",
-    Activities.MEMORY: "erasure",
-    Activities.LOGS: "erasure",
-    Activities.KEYS: "erasure",
-    Activities.SWEEP: "erasure",
-    Activities.ERASE_STORE: "erasure",
     Activities.ERASE_STORE_UNLESS_HELD: "erasure",
-    Activities.SWEEP_STORES: "erasure",
     Activities.SWEEP_STORES_UNLESS_HELD: "erasure",
     Activities.LIFT_FENCE: "erasure",
     Activities.FINISH: "erasure",

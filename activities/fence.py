@@ -12,18 +12,11 @@ from workflows.contracts.erasure import Activities, StepInput, StepResult
 
 
 class FenceActivities(PlatformActivities):
-    @activity.defn(name=Activities.FENCE)
-    def fence_user(self, inp: StepInput) -> StepResult:
-        return self._fence(inp)
-
     @activity.defn(name=Activities.FENCE_UNLESS_HELD)
     def fence_user_unless_held(self, inp: StepInput) -> StepResult:
         """The fence, unless the hold store holds the subject right now (then nothing is done: ``held``)."""
         if self.platform.requests.active_hold(inp.subject_key) is not None:
             return StepResult("fence", held=True)
-        return self._fence(inp)
-
-    def _fence(self, inp: StepInput) -> StepResult:
         created = self.platform.ledger.fence_user(inp.subject_key, inp.app_name, inp.request_id)
         return StepResult("fence", {"user_tombstones": 1 if created else 0})
 
@@ -34,4 +27,4 @@ class FenceActivities(PlatformActivities):
         return StepResult("lift_fence", {"user_tombstones_lifted": 1 if lifted else 0})
 
     def activities(self) -> list[Callable[..., Any]]:
-        return [self.fence_user, self.fence_user_unless_held, self.lift_fence]
+        return [self.fence_user_unless_held, self.lift_fence]

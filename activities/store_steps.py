@@ -1,14 +1,11 @@
-"""Store steps of the plan-driven saga: one activity per kind of store work, the adapter named in the input.
+"""Store steps of the saga: one activity per kind of store work, the adapter named in the input.
 
-``erase_store`` runs one adapter's ``erase`` with the request's raw user id (looked up here, never passed
-through Temporal), resuming from the cursor in the last heartbeat of a previous attempt. ``sweep_stores``
-is the second sweep: every adapter of the plan again, in plan order, for anything a late writer slipped
-past the fence. The built-in steps' historical activities (``erase_artifacts``, ``forget_memory``, ...)
-run the same code for requests filed before plans existed.
-
-``erase_store_unless_held`` and ``sweep_stores_unless_held`` (the saga since ``fewer-actions-v1``) read the
-hold store right before their work, after everything else they look up, and do nothing while a hold exists:
-the result says ``held`` and the saga waits for the release, then runs the step again.
+``erase_store_unless_held`` runs one adapter's ``erase`` with the request's raw user id (looked up here,
+never passed through Temporal), resuming from the cursor in the last heartbeat of a previous attempt.
+``sweep_stores_unless_held`` is the second sweep: every adapter of the plan again, in plan order, for
+anything a late writer slipped past the fence. Both read the hold store right before their work, after
+everything else they look up, and do nothing while a hold exists: the result says ``held`` and the saga
+waits for the release, then runs the step again.
 """
 
 from __future__ import annotations
@@ -24,7 +21,7 @@ from stores.adapters.registry import AdapterRegistry
 from stores.physical.evidence import mark_deleted
 from stores.platform import Platform
 from stores.privacy.redaction import sensitive
-from workflows.contracts.erasure import Activities, StepInput, StepResult, StoreStepInput, SweepStoresInput
+from workflows.contracts.erasure import Activities, StepResult, StoreStepInput, SweepStoresInput
 
 
 def _beat(details: dict[str, Any]) -> None:
@@ -67,10 +64,6 @@ class StoreStepActivities(PlatformActivities):
         super().__init__(platform)
         self.adapters = adapters if adapters is not None else platform.adapters
 
-    @activity.defn(name=Activities.ERASE_STORE)
-    def erase_store(self, inp: StoreStepInput) -> StepResult:
-        return erase_in(self.adapters, self.subject(inp.request_id, inp.subject_key, inp.app_name), inp.store)
-
     @activity.defn(name=Activities.ERASE_STORE_UNLESS_HELD)
     def erase_store_unless_held(self, inp: StoreStepInput) -> StepResult:
         subject = self.subject(inp.request_id, inp.subject_key, inp.app_name)
@@ -78,25 +71,13 @@ class StoreStepActivities(PlatformActivities):
             return StepResult(inp.store, held=True)
         return erase_in(self.adapters, subject, inp.store)
 
-    @activity.defn(name=Activities.SWEEP_STORES)
-    def sweep_stores(self, inp: SweepStoresInput) -> StepResult:
-        return self.second_sweep_of(StepInput(inp.request_id, inp.subject_key, inp.app_name), inp.stores)
-
     @activity.defn(name=Activities.SWEEP_STORES_UNLESS_HELD)
     def sweep_stores_unless_held(self, inp: SweepStoresInput) -> StepResult:
-        step = StepInput(inp.request_id, inp.subject_key, inp.app_name)
-        return self.second_sweep_of(step, inp.stores, unless_held=True)
-
-    def held(self, subject_key: str) -> bool:
-        """Whether a legal hold exists for the subject now (the hold store is the authority)."""
-        return self.platform.requests.active_hold(subject_key) is not None
-
-    def second_sweep_of(self, inp: StepInput, stores: Sequence[str], *, unless_held: bool = False) -> StepResult:
         subject = self.subject(inp.request_id, inp.subject_key, inp.app_name)
-        if unless_held and self.held(inp.subject_key):
+        if self.held(inp.subject_key):
             return StepResult("sweep", held=True)
         deleted_in: set[str] = set()
-        found, _reported = sweep_all(self.adapters, subject, stores, deleted_in)
+        found, _reported = sweep_all(self.adapters, subject, inp.stores, deleted_in)
         # by when the sweep's deletions were done, per store: the physical clean-up's evidence must be read
         # after it to cover them (``stores.physical.evidence``)
         mark_deleted(self.platform.pool, inp.request_id, deleted_in)
@@ -105,9 +86,9 @@ class StoreStepActivities(PlatformActivities):
             count("erasure_late_writes_found", "late writes removed by sweeps", n, store=store, sweep="second")
         return StepResult("sweep", found)
 
-    def legacy_erase(self, inp: StepInput, store: str) -> StepResult:
-        """A built-in step's historical activity: the same adapter code, the step's historical name."""
-        return erase_in(self.adapters, self.subject(inp.request_id, inp.subject_key, inp.app_name), store)
+    def held(self, subject_key: str) -> bool:
+        """Whether a legal hold exists for the subject now (the hold store is the authority)."""
+        return self.platform.requests.active_hold(subject_key) is not None
 
     def activities(self) -> list[Callable[..., Any]]:
-        return [self.erase_store, self.erase_store_unless_held, self.sweep_stores, self.sweep_stores_unless_held]
+        return [self.erase_store_unless_held, self.sweep_stores_unless_held]

@@ -25,10 +25,6 @@ from workflows.contracts.erasure import activity_label
 
 log = structlog.get_logger("activities")
 
-#: Crash drills only: seconds to pause at the start of every activity and after every heartbeat, so
-#: a kill lands inside a batched step or between steps. Set by the worker from ERASURE_CHAOS_PAUSE_MS;
-#: zero in normal operation.
-PAUSE_AFTER_BEAT = 0.0
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -49,21 +45,32 @@ def keep_sensitive(*values: str) -> None:
         stack.enter_context(sensitive(*values))
 
 
-def translate_errors(fn: Callable[P, R]) -> Callable[P, R]:
+def translate_errors(fn: Callable[P, R], pause: float = 0.0) -> Callable[P, R]:
     """Map store errors to ``ApplicationError``s whose messages hold no raw id: known errors no retry can
     fix become non-retryable; any other error keeps its type (retryable) with registered raw ids masked and
-    without its cause chain, so nothing personal reaches Temporal history or the SDK's failure log."""
+    without its cause chain, so nothing personal reaches Temporal history or the SDK's failure log.
+
+    ``pause`` (crash drills only, ``activities.boundary.StepBoundary``): seconds to pause at the start of
+    the activity and after each of its heartbeats (``beat``), so a kill lands inside a batched step or
+    between steps; zero in normal operation."""
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         with contextlib.ExitStack() as stack:
-            _held.stack = stack
+            _held.stack, _held.pause = stack, pause
             try:
                 return _translated(fn, *args, **kwargs)
             finally:
-                _held.stack = None
+                _held.stack, _held.pause = None, 0.0
 
     return wrapper
+
+
+def _pause() -> None:
+    """The crash drill's pause of the current activity (``translate_errors``), if it has one."""
+    pause: float = getattr(_held, "pause", 0.0)
+    if pause:
+        time.sleep(pause)
 
 
 def _translated(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
@@ -74,8 +81,7 @@ def _translated(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         attempt=info.attempt,
         workflow=info.workflow_id,
     )
-    if PAUSE_AFTER_BEAT:
-        time.sleep(PAUSE_AFTER_BEAT)  # crash drills: let a kill land between steps too
+    _pause()  # crash drills: let a kill land between steps too
     started = time.monotonic()
     try:
         result = fn(*args, **kwargs)
@@ -130,8 +136,7 @@ def heartbeat_details(default: dict[str, Any]) -> dict[str, Any]:
 
 def beat(**details: Any) -> None:
     activity.heartbeat(details)
-    if PAUSE_AFTER_BEAT:
-        time.sleep(PAUSE_AFTER_BEAT)
+    _pause()
 
 
 class PlatformActivities:

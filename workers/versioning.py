@@ -4,7 +4,7 @@ With ``ERASURE_WORKER_DEPLOYMENT_NAME`` and ``ERASURE_WORKER_BUILD_ID`` set, the
 ``<name>.<build id>`` of that Worker Deployment: the server sends a workflow's tasks only to workers of the
 version the workflow runs on, so old and new code no longer share one queue during a rollout. Every
 workflow is pinned (``VERSIONING_BEHAVIOR``), and the erasure saga moves to the current version when it
-continues as new while on hold (``workflows/erasure.py``). Without the settings the worker is unversioned,
+continues as new while on hold (``workflows/erasure/``). Without the settings the worker is unversioned,
 as before (the local stack, the tests). Rollout, rollback and the reasoning: deploy/README.md, "Worker
 versioning".
 

@@ -27,23 +27,16 @@ from temporalio.worker import (
     WorkerDeploymentConfig,
 )
 
-from activities import support
 from activities.approval_gate import ApprovalInterceptor
-from activities.artifacts import ArtifactActivities
 from activities.boundary import StepBoundary
 from activities.expiry import ExpiryActivities
 from activities.fence import FenceActivities
 from activities.forget import ForgetActivities
-from activities.keys import KeyActivities
 from activities.late_sweep import LateSweepActivities
-from activities.logs import LogActivities
-from activities.memory import MemoryActivities
 from activities.notify import NotifyActivities
 from activities.request import RequestActivities
 from activities.reseal import ResealActivities
-from activities.sessions import SessionActivities
 from activities.store_steps import StoreStepActivities
-from activities.sweep import SweepActivities
 from stores.adapters.registry import AdapterRegistry
 from stores.books.approvals import ApprovalStore
 from stores.platform import Platform
@@ -98,12 +91,6 @@ def activity_objects(platform: Platform, signing_seed: bytes, adapters: AdapterR
         RequestActivities(platform),
         FenceActivities(platform),
         StoreStepActivities(platform, adapters),
-        ArtifactActivities(platform, adapters),
-        SessionActivities(platform, adapters),
-        MemoryActivities(platform, adapters),
-        LogActivities(platform, adapters),
-        KeyActivities(platform, adapters),
-        SweepActivities(platform, adapters),
         LateSweepActivities(platform),
         VerifierActivities(platform, adapters),
         ReceiptActivities(platform, signing_seed),
@@ -130,10 +117,10 @@ def workflows() -> list[type]:
     ]
 
 
-def worker_interceptors(approvals: ApprovalStore) -> list[Interceptor]:
+def worker_interceptors(approvals: ApprovalStore, chaos_pause: float = 0.0) -> list[Interceptor]:
     """Every worker's interceptors, outermost first: the step boundary (error translation, log lines,
     metrics, the crash-drill pause: ``activities.boundary``), the approval gate, the graceful shutdown."""
-    return [StepBoundary(), ApprovalInterceptor(approvals), GracefulShutdown()]
+    return [StepBoundary(chaos_pause), ApprovalInterceptor(approvals), GracefulShutdown()]
 
 
 def build_worker(
@@ -144,8 +131,10 @@ def build_worker(
     *,
     activities: Sequence[Any] = (),
     deployment: WorkerDeploymentConfig | None = None,
+    chaos_pause: float = 0.0,
 ) -> Worker:
-    """``deployment``: the Worker Deployment version to poll as (``workers.versioning``); ``None``: unversioned."""
+    """``deployment``: the Worker Deployment version to poll as (``workers.versioning``); ``None``: unversioned.
+    ``chaos_pause``: crash drills only (``activities.boundary.StepBoundary``)."""
     objects = list(activities) or activity_objects(platform, signing_seed)
     return Worker(
         client,
@@ -155,7 +144,7 @@ def build_worker(
         activity_executor=ThreadPoolExecutor(max_workers=16, thread_name_prefix="erasure-activity"),
         max_concurrent_activities=16,
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
-        interceptors=worker_interceptors(platform.approvals),
+        interceptors=worker_interceptors(platform.approvals, chaos_pause),
         # flush heartbeat details within a second, so a crash loses at most one batch of progress
         max_heartbeat_throttle_interval=timedelta(seconds=1),
         default_heartbeat_throttle_interval=timedelta(seconds=1),
@@ -174,8 +163,7 @@ async def run_worker(
 ) -> None:
     """Run until SIGTERM or SIGINT; ``credentials`` (when given) keeps the worker's client on the Temporal
     certificate and API key files as they are now (``workers.credential_reload``)."""
-    support.PAUSE_AFTER_BEAT = chaos_pause
-    worker = build_worker(client, task_queue, platform, signing_seed, deployment=deployment)
+    worker = build_worker(client, task_queue, platform, signing_seed, deployment=deployment, chaos_pause=chaos_pause)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -22,14 +22,7 @@ from workers.codec import ENCODING, EncryptionCodec
 from workers.settings import Settings
 from workers.stack.seeding.seeder import user_ids
 from workflows.contracts.erasure import STEPS
-from workflows.erasure import (
-    FEWER_ACTIONS,
-    HOLD_GATE_ON_SIGNAL,
-    HOLDS_AND_LIFECYCLE,
-    PARALLEL_DELETION,
-    PHYSICAL_AFTER_SWEEP,
-    PLAN_FROM_WORKER,
-)
+from workflows.erasure.patches import DEPRECATED
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -110,15 +103,7 @@ async def test_no_personal_data_anywhere_in_the_orchestration(
     clear = [p for p in payloads if p.metadata.get("encoding") != ENCODING]
     assert clear
     patches = {
-        json.dumps({"id": patch_id, "deprecated": False}, separators=(",", ":")).encode()
-        for patch_id in (
-            HOLD_GATE_ON_SIGNAL,
-            PARALLEL_DELETION,
-            HOLDS_AND_LIFECYCLE,
-            FEWER_ACTIONS,
-            PHYSICAL_AFTER_SWEEP,
-            PLAN_FROM_WORKER,
-        )
+        json.dumps({"id": patch_id, "deprecated": True}, separators=(",", ":")).encode() for patch_id in DEPRECATED
     }
     odd = [
         (dict(p.metadata), p.data[:100])
@@ -136,12 +121,7 @@ async def test_no_personal_data_anywhere_in_the_orchestration(
         "finish",
         "receipt",
         "done",
-        HOLD_GATE_ON_SIGNAL,
-        PARALLEL_DELETION,
-        HOLDS_AND_LIFECYCLE,
-        FEWER_ACTIONS,
-        PHYSICAL_AFTER_SWEEP,
-        PLAN_FROM_WORKER,
+        *DEPRECATED,
     }
     # stage names: the saga's own steps and the plan's stores (adapter names, never personal)
     assert keywords <= set(STEPS) | set(saga.platform.adapters.names) | allowed

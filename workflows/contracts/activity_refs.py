@@ -64,21 +64,6 @@ def notify_subject(inp: SubjectNotice) -> bool:
     raise _declared_only()
 
 
-@activity.defn(name=Activities.FENCE)
-def fence_user(inp: StepInput) -> StepResult:
-    raise _declared_only()
-
-
-@activity.defn(name=Activities.ERASE_STORE)
-def erase_store(inp: StoreStepInput) -> StepResult:
-    raise _declared_only()
-
-
-@activity.defn(name=Activities.SWEEP_STORES)
-def sweep_stores(inp: SweepStoresInput) -> StepResult:
-    raise _declared_only()
-
-
 @activity.defn(name=Activities.FENCE_UNLESS_HELD)
 def fence_user_unless_held(inp: StepInput) -> StepResult:
     raise _declared_only()

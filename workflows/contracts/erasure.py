@@ -13,7 +13,7 @@ ERASURE_WORKFLOW = "ErasureWorkflow"
 VERIFIER_WORKFLOW = "VerifierWorkflow"
 SWEEP_WORKFLOW = "LateWriterSweepWorkflow"
 
-#: Saga steps of requests filed before plans, in order (a plan's are ``erasure.plan_step_names``);
+#: The saga's progress steps until it has read its plan (then the plan's: ``workflows.erasure.plan``);
 #: ``wait`` is the durable ingestion-delay timer.
 STEPS = ("fence", "artifacts", "sessions", "memory", "logs", "keys", "verify_main", "wait", "sweep", "lift_fence")
 STEP_STATES = ("pending", "running", "done", "failed", "skipped")
@@ -29,26 +29,15 @@ class Activities:
     BEGIN = "begin_request"
     HOLD_ACTIVE = "hold_active"
     SET_STATE = "set_request_state"
-    FENCE = "fence_user"
-    ARTIFACTS = "erase_artifacts"
-    SESSIONS = "erase_sessions"
-    MEMORY = "forget_memory"
-    LOGS = "purge_logs"
-    KEYS = "shred_keys"
-    SWEEP = "second_sweep"
     LIFT_FENCE = "lift_fence"
     FINISH = "finish_request"
     RECEIPT = "issue_receipt"
-    CHECK = "run_check"
+    CHECK = "run_check"  # the verifier's one check per activity (``VerifyInput.together`` unset)
     CHECKS = "run_checks"  # every check of a verification in one activity (``VerifyInput.together``)
     SWEEP_PAGE = "sweep_page"
     SWEEP_SUBJECT = "sweep_subject"
-    # the plan-driven saga: one activity per kind of store work, the store named in the input
-    ERASE_STORE = "erase_store"
-    SWEEP_STORES = "sweep_stores"
-    # since ``fewer-actions-v1``: each destructive step reads the hold store itself, right before its work,
-    # and does nothing while a hold exists (``StepResult.held``); new names, so a worker that predates them
-    # never runs one without that read (it does not know the name: the attempt fails and is retried)
+    # the saga's destructive steps: each reads the hold store itself, right before its work, and does nothing
+    # while a hold exists (``StepResult.held``); a plan's store is named in the input
     FENCE_UNLESS_HELD = "fence_user_unless_held"
     ERASE_STORE_UNLESS_HELD = "erase_store_unless_held"
     SWEEP_STORES_UNLESS_HELD = "sweep_stores_unless_held"
@@ -64,21 +53,20 @@ def store_activity_id(store: str) -> str:
     return f"erase:{store}"
 
 
-#: activities whose id names the step: a plan's stores (``erase:<store>``), and the fence and the sweep when
-#: they read the hold store themselves (ids ``fence_user`` and ``sweep_stores``, the labels they always had)
+#: the activity ids of the saga's fence and second sweep: the labels history readers, logs and metrics know
+#: them by (the names their activities had before each read the hold store itself)
+FENCE_STEP_ID = "fence_user"
+SWEEP_STEP_ID = "sweep_stores"
+
+#: activities whose id names the step: a plan's stores (``erase:<store>``), the fence and the sweep
 _LABELLED_BY_ID = frozenset(
-    {
-        Activities.ERASE_STORE,
-        Activities.ERASE_STORE_UNLESS_HELD,
-        Activities.FENCE_UNLESS_HELD,
-        Activities.SWEEP_STORES_UNLESS_HELD,
-    }
+    {Activities.ERASE_STORE_UNLESS_HELD, Activities.FENCE_UNLESS_HELD, Activities.SWEEP_STORES_UNLESS_HELD}
 )
 
 
 def activity_label(activity_type: str, activity_id: str) -> str:
     """How history readers, logs and metrics name an activity: ``erase:<store>`` for a plan's store steps,
-    ``fence_user`` and ``sweep_stores`` for the fence and the sweep whichever activity ran them, else its type."""
+    ``fence_user`` and ``sweep_stores`` for the fence and the sweep, else its type."""
     return activity_id if activity_type in _LABELLED_BY_ID else activity_type
 
 
@@ -88,7 +76,10 @@ FENCE_CHECK = "fence"
 
 @dataclass(frozen=True)
 class PlanStep:
-    """One store of the request's plan, as the registry ordered it when the request was filed."""
+    """One store of the request's plan, as the registry ordered it (``stores.adapters.registry.PlannedStep``,
+    the registry's own form: the stores layer cannot import this contract, ``activities.request.worker_plan``
+    turns one into the other). Recorded in the saga's input and ``begin_request``'s result: fields are only
+    ever added, with defaults."""
 
     name: str  # the adapter's name: its step, its check and its key in the receipt
     after: list[str] = field(default_factory=list)  # steps it waits for (resolved: no "*")
@@ -107,8 +98,9 @@ class ErasureInput:
     ingestion_delay_seconds: int = 3600
     #: set when a run continues as new (while on hold): what the earlier runs did, so this one resumes there
     resume: SagaProgress | None = None
-    #: the stores to erase, in order, fixed when the request was filed (``None``: a request filed before
-    #: plans existed, which runs the built-in steps as recorded)
+    #: the stores to erase, in order, fixed when the request was filed (the worker's plan replaces it when the
+    #: saga begins); ``None``: filed by a build before plans existed, whose built-in steps are retired (the
+    #: saga refuses it: ``PlanMissing``)
     plan: list[PlanStep] | None = None
     #: filed through the console: wait for a second person's approval first (``None``: start at once)
     approval: ApprovalPolicy | None = None
@@ -173,8 +165,8 @@ class StepInput:
     request_id: str
     subject_key: str
     app_name: str
-    #: ``begin_request`` only, since ``plan-from-worker-v1``: the worker builds the plan from its own registry,
-    #: records it and returns it; the saga acts on that plan, not the one the filing process chose
+    #: ``begin_request`` only: the worker builds the plan from its own registry, records it and returns it;
+    #: the saga acts on that plan, not the one the filing process chose (always set since plan-from-worker-v1)
     plan_here: bool = False
 
 
@@ -198,8 +190,8 @@ class SweepStoresInput:
 class StepResult:
     step: str
     counts: dict[str, int] = field(default_factory=dict)
-    #: the step read the hold store right before its work, found a hold and did nothing (the ``*_unless_held``
-    #: activities); the saga waits for the release and runs the step again
+    #: the step read the hold store right before its work, found a hold and did nothing; the saga waits for the
+    #: release and runs the step again
     held: bool = False
 
 

@@ -16,6 +16,9 @@ LEGAL_HOLD = "LegalHoldActive"
 NOT_APPROVED = "NotApproved"
 #: a store of the worker's registry holds the subject's data but the request's plan does not name it
 PLAN_INCOMPLETE = "PlanIncomplete"
+#: an erasure filed without a plan (by a build before plans existed): the saga that ran its built-in steps is
+#: retired, so the build that filed it runs it (raised by the saga itself, which then fails)
+PLAN_MISSING = "PlanMissing"
 
 NON_RETRYABLE = (
     INVALID_IDENTIFIER,
