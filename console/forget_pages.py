@@ -1,6 +1,6 @@
 """The console's page for item forgetting: describe, preview, choose, confirm (issue 16).
 
-The same preview and filing as the API (``console.forget_routes``), on forms with the session's CSRF token.
+The same preview and filing as the API (``console.forget_requests``), on forms with the session's CSRF token.
 The preview shows the user's own items to a staff member with the ``requests:file`` permission and is
 audited; nothing changes until the confirm form names the chosen items.
 """
@@ -9,87 +9,91 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Form, HTTPException, Request
+from fastapi import APIRouter, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from console.app import _console
-from console.forget_routes import ForgetBody, filed_forget, forget_row, may_read_content, previewed
+from console.context import console_of
+from console.dependencies import PageFiles, PageReads
+from console.forget_requests import ForgetBody, filed_forget, forget_row, may_read_content, previewed
 from console.identity import Principal
-from console.pages import _check_csrf, _page, require_page
+from console.rendering import check_csrf, render
 
-PageFiles = Annotated[Principal, Depends(require_page("requests:file"))]
-PageReads = Annotated[Principal, Depends(require_page("requests:read"))]
 Text = Annotated[str, Form()]
 Many = Annotated[list[str] | None, Form()]
 
+router = APIRouter()
 
-def add_forget_pages(app: FastAPI) -> None:
-    def form(request: Request, p: Principal, **context: Any) -> HTMLResponse:
-        values = {"app_name": "", "user_id": "", "about": "", "preview": None, **context}
-        return _page(request, "forget.html", p, **values)
 
-    @app.get("/forget", include_in_schema=False)
-    async def forget_page(request: Request, p: PageFiles) -> HTMLResponse:
-        return form(request, p)
+def form(request: Request, p: Principal, **context: Any) -> HTMLResponse:
+    values = {"app_name": "", "user_id": "", "about": "", "preview": None, **context}
+    return render(request, "forget.html", p, **values)
 
-    @app.post("/forget/preview", include_in_schema=False)
-    async def forget_preview_page(
-        request: Request, p: PageFiles, csrf: Text = "", app_name: Text = "", user_id: Text = "", about: Text = ""
-    ) -> HTMLResponse:
-        _check_csrf(request, csrf)
-        try:
-            found = await previewed(_console(request), p, app_name, user_id, about)
-        except HTTPException as exc:
-            return form(request, p, app_name=app_name, about=about, message=f"Not previewed: {exc.detail}")
-        shown = may_read_content(p)
-        return form(request, p, app_name=app_name, user_id=user_id, about=about, preview=found, content_shown=shown)
 
-    @app.post("/forget/confirm", include_in_schema=False)
-    async def forget_confirm_page(
-        request: Request,
-        p: PageFiles,
-        csrf: Text = "",
-        app_name: Text = "",
-        user_id: Text = "",
-        about: Text = "",
-        strength: Text = "forget",
-        memory_id: Many = None,
-        state_key: Many = None,
-    ) -> Response:
-        _check_csrf(request, csrf)
-        console = _console(request)
-        chosen = list(memory_id or [])
-        if strength not in ("forget", "suppress"):
-            return form(request, p, app_name=app_name, about=about, message="Not filed: unknown strength")
-        found = await previewed(console, p, app_name, user_id, about)
-        offered = {c.memory_id for c in found.candidates}
-        if not chosen or not set(chosen) <= offered:
-            message = "Not filed: choose one or more of the previewed items"
-            return form(
-                request,
-                p,
-                app_name=app_name,
-                user_id=user_id,
-                about=about,
-                preview=found,
-                message=message,
-                content_shown=may_read_content(p),
-            )
-        body = ForgetBody(
+@router.get("/forget", include_in_schema=False)
+async def forget_page(request: Request, p: PageFiles) -> HTMLResponse:
+    return form(request, p)
+
+
+@router.post("/forget/preview", include_in_schema=False)
+async def forget_preview_page(
+    request: Request, p: PageFiles, csrf: Text = "", app_name: Text = "", user_id: Text = "", about: Text = ""
+) -> HTMLResponse:
+    check_csrf(request, csrf)
+    try:
+        found = await previewed(console_of(request), p, app_name, user_id, about)
+    except HTTPException as exc:
+        return form(request, p, app_name=app_name, about=about, message=f"Not previewed: {exc.detail}")
+    shown = may_read_content(p)
+    return form(request, p, app_name=app_name, user_id=user_id, about=about, preview=found, content_shown=shown)
+
+
+@router.post("/forget/confirm", include_in_schema=False)
+async def forget_confirm_page(
+    request: Request,
+    p: PageFiles,
+    csrf: Text = "",
+    app_name: Text = "",
+    user_id: Text = "",
+    about: Text = "",
+    strength: Text = "forget",
+    memory_id: Many = None,
+    state_key: Many = None,
+) -> Response:
+    check_csrf(request, csrf)
+    console = console_of(request)
+    chosen = list(memory_id or [])
+    if strength not in ("forget", "suppress"):
+        return form(request, p, app_name=app_name, about=about, message="Not filed: unknown strength")
+    found = await previewed(console, p, app_name, user_id, about)
+    offered = {c.memory_id for c in found.candidates}
+    if not chosen or not set(chosen) <= offered:
+        message = "Not filed: choose one or more of the previewed items"
+        return form(
+            request,
+            p,
             app_name=app_name,
             user_id=user_id,
-            strength="suppress" if strength == "suppress" else "forget",
-            memory_ids=chosen,
-            spans=found.spans(chosen) if strength == "forget" else [],
-            state_keys=[k for k in state_key or [] if k in {s.key for s in found.state_keys}],
             about=about,
+            preview=found,
+            message=message,
+            content_shown=may_read_content(p),
         )
-        try:
-            filed = await filed_forget(console, p, body)
-        except HTTPException as exc:
-            return form(request, p, app_name=app_name, about=about, message=f"Not filed: {exc.detail}")
-        return RedirectResponse(f"/forget/{filed.request_id}", status_code=303)
+    body = ForgetBody(
+        app_name=app_name,
+        user_id=user_id,
+        strength="suppress" if strength == "suppress" else "forget",
+        memory_ids=chosen,
+        spans=found.spans(chosen) if strength == "forget" else [],
+        state_keys=[k for k in state_key or [] if k in {s.key for s in found.state_keys}],
+        about=about,
+    )
+    try:
+        filed = await filed_forget(console, p, body)
+    except HTTPException as exc:
+        return form(request, p, app_name=app_name, about=about, message=f"Not filed: {exc.detail}")
+    return RedirectResponse(f"/forget/{filed.request_id}", status_code=303)
 
-    @app.get("/forget/{request_id}", include_in_schema=False)
-    async def forget_status_page(request: Request, request_id: str, p: PageReads) -> HTMLResponse:
-        return _page(request, "forget_status.html", p, row=forget_row(_console(request), p, request_id))
+
+@router.get("/forget/{request_id}", include_in_schema=False)
+async def forget_status_page(request: Request, request_id: str, p: PageReads) -> HTMLResponse:
+    return render(request, "forget_status.html", p, row=forget_row(console_of(request), p, request_id))

@@ -18,6 +18,9 @@ from psycopg_pool import ConnectionPool
 
 from console.identity import Principal
 
+#: the signed cookie naming a page session (the Temporal UI proxy never forwards it upstream)
+SESSION_COOKIE = "erasure_console"
+
 
 def _hash(session_id: str) -> str:
     return hashlib.sha256(session_id.encode()).hexdigest()

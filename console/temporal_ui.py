@@ -24,25 +24,22 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
-from typing import Annotated, Any
+from collections.abc import Iterable, MutableMapping
+from typing import Any
 from urllib.parse import unquote
 
 import httpx
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
-from fastapi.security import HTTPAuthorizationCredentials
 from starlette.background import BackgroundTask
 from starlette.types import ASGIApp, Receive, Scope, Send
 from temporalio.converter import PayloadCodec
 
-from console.app import _BEARER, _GUARD, PERMISSIONS, _console, authenticate, refused
-from console.identity import Principal
-from console.pages import require_page, session_principal
+from console.context import console_of
+from console.dependencies import History, PageBrowses
+from console.sessions import SESSION_COOKIE
 from workers.codec_server import decode_response
 
-SESSION_COOKIE = "erasure_console"
-Bearer = Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)]
 CODEC_PATH = "/codec/decode"
 PROXY_PREFIX = "/temporal"
 #: the one kind of POST the proxied UI may send: a workflow query (the progress query); terminate, reset,
@@ -88,24 +85,6 @@ _HOP_BY_HOP = frozenset(
 )
 
 
-def require_session_or_bearer(permission: str) -> Callable[..., Awaitable[Principal]]:
-    """The console's session (pages) or a bearer token (API): either shows who calls; the roles decide."""
-    allowed = PERMISSIONS[permission]
-
-    async def guard(request: Request, credentials: Bearer) -> Principal:
-        principal: Principal | None = None
-        if "session" in request.scope:
-            principal = await asyncio.to_thread(session_principal, request)
-        if principal is None:
-            principal = authenticate(request, credentials)
-        if not principal.roles & allowed:
-            raise refused(request, principal, permission)
-        return principal
-
-    setattr(guard, _GUARD, permission)
-    return guard
-
-
 class CodecOrigins:
     """CORS for ``/codec/decode`` only: a preflight from an allowed origin is answered (credentials allowed),
     a request from any other browser origin is refused before authentication; other paths pass untouched."""
@@ -148,13 +127,11 @@ class CodecOrigins:
         await self._app(scope, receive, with_cors)
 
 
-# the principals of the routes (module level: FastAPI resolves annotations here)
-History = Annotated[Principal, Depends(require_session_or_bearer("history:read"))]
-Browses = Annotated[Principal, Depends(require_page("history:read"))]
+def codec_router(codec: PayloadCodec) -> APIRouter:
+    """``POST /codec/decode`` with ``codec``."""
+    router = APIRouter()
 
-
-def add_codec(app: FastAPI, codec: PayloadCodec) -> None:
-    @app.post(CODEC_PATH)
+    @router.post(CODEC_PATH)
     async def codec_decode(request: Request, p: History) -> JSONResponse:
         """Temporal's codec-server protocol: ``{"payloads": [...]}`` (Payloads in protobuf JSON) decoded with
         the orchestrator's payload key, for Temporal UI. Needs ``history:read`` (a session or a bearer); each
@@ -164,9 +141,11 @@ def add_codec(app: FastAPI, codec: PayloadCodec) -> None:
         if answer.status_code == 200:
             count = raw.count(b'"data"')  # one per payload in the codec protocol's JSON
             await asyncio.to_thread(
-                _console(request).audit.append, p.actor, "payloads_decoded", None, {"payloads": count}
+                console_of(request).audit.append, p.actor, "payloads_decoded", None, {"payloads": count}
             )
         return answer
+
+    return router
 
 
 #: a workflow's event history read through the proxied UI (what the audit log records as a view)
@@ -200,17 +179,18 @@ def _forwarded_cookie(header: str) -> str:
     return "; ".join(kept)
 
 
-def add_temporal_ui_proxy(app: FastAPI, upstream: str) -> None:
+def proxy_router(upstream: str) -> APIRouter:
     """``/temporal/...`` forwarded to a Temporal UI served under that public path, behind the login."""
+    router = APIRouter()
     client = httpx.AsyncClient(base_url=upstream.rstrip("/"), timeout=30.0, follow_redirects=False)
     views = ViewWindow()
 
-    @app.get(PROXY_PREFIX, include_in_schema=False)
-    async def temporal_root(p: Browses) -> Response:
+    @router.get(PROXY_PREFIX, include_in_schema=False)
+    async def temporal_root(p: PageBrowses) -> Response:
         return RedirectResponse(PROXY_PREFIX + "/", status_code=307)
 
-    @app.api_route(PROXY_PREFIX + "/{path:path}", methods=["GET", "POST"], include_in_schema=False)
-    async def temporal_ui(request: Request, path: str, p: Browses) -> Response:
+    @router.api_route(PROXY_PREFIX + "/{path:path}", methods=["GET", "POST"], include_in_schema=False)
+    async def temporal_ui(request: Request, path: str, p: PageBrowses) -> Response:
         raw = request.scope.get("raw_path", b"").decode("latin-1").split("?", 1)[0]
         if _UNSAFE_RAW.search(raw) or "//" in raw:
             raise HTTPException(400, "a path with dot segments or encoded separators is refused")
@@ -222,7 +202,7 @@ def add_temporal_ui_proxy(app: FastAPI, upstream: str) -> None:
             workflow = unquote(viewed.group(1))
             owner = REQUEST_OF_WORKFLOW.match(workflow)
             await asyncio.to_thread(
-                _console(request).audit.append,
+                console_of(request).audit.append,
                 p.actor,
                 "history_viewed",
                 owner.group(1) if owner else None,
@@ -250,4 +230,5 @@ def add_temporal_ui_proxy(app: FastAPI, upstream: str) -> None:
             response.raw_headers.append((b"set-cookie", value.encode("latin-1")))
         return response
 
-    app.router.on_shutdown.append(client.aclose)
+    router.on_shutdown.append(client.aclose)
+    return router

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from temporalio.client import Client
 
-from console.app import Console
 from console.audit import AuditLog
+from console.context import Console
 from console.oidc import OidcVerifier
 from console.readiness import Readiness
 from console.tokens import TokenStore

@@ -1,39 +1,29 @@
-"""Item forgetting from the console (issue 16): the same preview and filing as ``erasure forget``.
+"""Item forgetting's actions (issue 16), shared by the API (``console.forget_api``) and the pages
+(``console.forget_pages``): the same preview and filing as ``erasure forget``.
 
-``POST /api/forget/preview`` resolves a description among one user's items (the recall path) and changes
-nothing; ``POST /api/forget`` files a forget of chosen items at a strength (or the erasure of one session)
-as a ``ForgetWorkflow``; ``GET /api/forget/{request_id}`` reads its state and counts. Filing needs the
-``requests:file`` permission (requesters), reading ``requests:read``. Both actions are audited with the
-subject key, never the user id or the items' words.
+A preview resolves a description among one user's items (the recall path) and changes nothing; a filing
+starts a forget of chosen items at a strength (or the erasure of one session) as a ``ForgetWorkflow``. Both
+are audited with the subject key, never the user id or the items' words.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from fastapi import Depends, FastAPI, HTTPException
+from fastapi import HTTPException
 from pydantic import BaseModel, Field
 
-from console.app import PERMISSIONS, Console, require
+from console.context import Console
 from console.identity import Principal
+from console.permissions import PERMISSIONS
 from stores.forgetting.requests import ForgetRequestRow
 from stores.forgetting.resolution import Preview
 from stores.infra.errors import NotApproved, RequestNotFound
 from stores.privacy.identity import subject_key
 from workers.forget_service import FiledForget
 from workers.service import RequestRefused, exact_user_id
-
-Files = Annotated[Principal, Depends(require("requests:file"))]
-Decides = Annotated[Principal, Depends(require("requests:decide"))]
-Reads = Annotated[Principal, Depends(require("requests:read"))]
-
-
-class ForgetPreviewBody(BaseModel):
-    app_name: str = Field(min_length=1, max_length=128)
-    user_id: str = Field(min_length=1, max_length=256)
-    about: str = Field(min_length=1, max_length=500, description="the user's words for what to forget")
 
 
 class ForgetBody(BaseModel):
@@ -134,67 +124,3 @@ def forget_row(console: Console, p: Principal, request_id: str) -> ForgetRequest
     except RequestNotFound:
         raise HTTPException(404, "no such forget request") from None
     return row
-
-
-def add_forget_routes(app: FastAPI, console: Console) -> None:
-
-    @app.post("/api/forget/preview")
-    async def forget_preview(body: ForgetPreviewBody, p: Files) -> dict[str, Any]:
-        """What the description resolves to among the user's items; changes nothing."""
-        found = await previewed(console, p, body.app_name, body.user_id, body.about)
-        reads = may_read_content(p)  # the user's own words only for the roles that may read them
-        return {
-            "candidates": [
-                {
-                    "memory_id": c.memory_id,
-                    "kind": c.kind,
-                    "written": c.written,
-                    "text": c.text if reads else None,
-                    "matched": c.matched,
-                    "hidden": c.hidden,
-                }
-                for c in found.candidates
-            ],
-            "state_keys": [{"key": s.key, "value": s.value if reads else None} for s in found.state_keys],
-            "derived": found.derived,
-            "content_shown": reads,
-            # never how many items other users hold: that tells a requester about people they did not name
-            "warnings": found.warnings,
-            "spans": found.spans([c.memory_id for c in found.candidates]) if reads else [],
-        }
-
-    @app.post("/api/forget", status_code=201)
-    async def forget_file(body: ForgetBody, p: Files) -> dict[str, Any]:
-        """File a forget of chosen items at a strength (or erase one session) as a durable workflow."""
-        filed = await filed_forget(console, p, body)
-        return {
-            "request_id": filed.request_id,
-            "subject_key": filed.subject_key,
-            "tombstone_id": filed.tombstone_id,
-            "state": "pending_approval" if filed.pending else "received",
-        }
-
-    @app.post("/api/forget/{request_id}/approve")
-    async def forget_approve(request_id: str, p: Decides) -> dict[str, Any]:
-        """A second person approves a staff-filed forget that deletes: it starts now."""
-        return await decided_forget(console, p, request_id, approve=True)
-
-    @app.post("/api/forget/{request_id}/deny")
-    async def forget_deny(request_id: str, p: Decides) -> dict[str, Any]:
-        """A second person denies a staff-filed forget: it ends ``denied``, nothing deleted."""
-        return await decided_forget(console, p, request_id, approve=False)
-
-    @app.get("/api/forget/{request_id}")
-    async def forget_status(request_id: str, p: Reads) -> dict[str, Any]:
-        row = forget_row(console, p, request_id)
-        return {
-            "request_id": row.request_id,
-            "subject_key": row.subject_key,
-            "app_name": row.app_name,
-            "strength": row.strength,
-            "state": row.state,
-            "items": row.memory_ids,
-            "outcome": row.outcome,
-            "received_at": row.received_at.isoformat(),
-            "completed_at": row.completed_at.isoformat() if row.completed_at else None,
-        }
