@@ -1,4 +1,5 @@
-"""The ``erasure`` command line for compliance staff and operators."""
+"""The ``erasure`` command line for compliance staff and operators: the composition root that gathers every
+package's commands (``workers.commands`` and its siblings, ``console.commands``)."""
 
 from __future__ import annotations
 
@@ -85,9 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     down.set_defaults(handler=_stack_down)
     stack_sub.add_parser("status", help="running/healthy/stopped per part").set_defaults(handler=_stack_status)
 
+    from console import commands as console_commands
     from workers import commands, deployment_commands, forget_commands, memory_commands
 
-    commands.register(sub)
+    commands.register(sub, console_commands.register)
     deployment_commands.register(sub)
     forget_commands.register(sub, commands.add_user_arguments)
     memory_commands.register(sub, commands.add_user_arguments)

@@ -1,10 +1,12 @@
-"""CLI subcommands beyond the stack (requests, status, holds, receipts, seeding, demo)."""
+"""CLI subcommands beyond the stack (requests, status, holds, receipts, seeding, demo); the console's
+(``serve``, ``token``, ``audit``) live in ``console.commands``."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -380,86 +382,6 @@ def _demo(_args: argparse.Namespace, settings: Settings) -> int:
     return run_demo(settings)
 
 
-def _serve(args: argparse.Namespace, settings: Settings) -> int:
-    import uvicorn
-
-    from console.app import create_app
-    from console.wiring import build_console
-    from workers.local_secrets import load_secrets
-    from workers.temporal_client import connect
-    from workers.wiring import build_platform
-
-    async def main() -> None:
-        secrets = load_secrets(settings)
-        with build_platform(settings, secrets) as platform:
-            client = await connect(settings, secrets)
-            console = build_console(settings, secrets, platform, client)
-            app = create_app(console)
-            print(f"compliance API on http://{args.host}:{settings.serve_port} (OpenAPI at /openapi.json)")
-            if settings.console_metrics_port:
-                from console.telemetry import serve_metrics
-
-                serve_metrics(console.metrics, args.host, settings.console_metrics_port)
-                print(f"Prometheus metrics on http://{args.host}:{settings.console_metrics_port}/metrics")
-            config = uvicorn.Config(app, host=args.host, port=settings.serve_port, log_level="warning")
-            await uvicorn.Server(config).serve()
-
-    asyncio.run(main())
-    return 0
-
-
-def _token_create(args: argparse.Namespace, settings: Settings) -> int:
-    from console.audit import AuditLog
-    from console.tokens import TokenError, TokenStore
-
-    with _platform(settings) as platform:
-        try:
-            info, token = TokenStore(platform.pool).create(args.name, args.role, args.by)
-        except TokenError as exc:
-            raise ErasureCliError(str(exc)) from None
-        AuditLog.of(platform).append(args.by, "token_created", None, {"token_id": info.token_id, "roles": info.roles})
-    print(f"token {info.token_id} ({', '.join(info.roles)}): {token}")
-    print("shown once: it is stored hashed")
-    return 0
-
-
-def _token_list(_args: argparse.Namespace, settings: Settings) -> int:
-    from console.tokens import TokenStore
-
-    with _platform(settings) as platform:
-        for t in TokenStore(platform.pool).list():
-            state = f"revoked {t.revoked_at:%Y-%m-%d}" if t.revoked_at else "active"
-            print(f"{t.token_id}  {t.name:<24} {','.join(t.roles):<28} {state}  by {t.created_by}")
-    return 0
-
-
-def _token_revoke(args: argparse.Namespace, settings: Settings) -> int:
-    from console.audit import AuditLog
-    from console.tokens import TokenError, TokenStore
-
-    with _platform(settings) as platform:
-        try:
-            TokenStore(platform.pool).revoke(args.token_id)
-        except TokenError as exc:
-            raise ErasureCliError(str(exc)) from None
-        AuditLog.of(platform).append(args.by, "token_revoked", None, {"token_id": args.token_id})
-    print(f"token {args.token_id} revoked")
-    return 0
-
-
-def _audit_verify(args: argparse.Namespace, settings: Settings) -> int:
-    from console.audit import AuditLog
-
-    with _platform(settings) as platform:
-        check = AuditLog.of(platform).verify(args.head)
-    if check.ok:
-        print(f"audit log intact: {check.entries} entries, head {check.head}")
-        return 0
-    where = f" at entry {check.first_bad_seq}" if check.first_bad_seq is not None else ""
-    print(f"audit log BROKEN{where}: {check.why} ({check.entries} entries verified before it)")
-    return 4
-
-
 def _codec_server(args: argparse.Namespace, settings: Settings) -> int:
     from workers.codec_server import serve
 
@@ -526,8 +448,9 @@ def add_user_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def register(sub: Any) -> None:
-    """Add the erasure subcommands to the ``erasure`` parser."""
+def register(sub: Any, console_commands: Callable[[Any], None] | None = None) -> None:
+    """Add the erasure subcommands to the ``erasure`` parser; ``console_commands`` (the CLI's composition root
+    passes ``console.commands.register``) adds the console's in their place among them."""
     worker = sub.add_parser("worker", help="run the worker (all workflows and activities)")
     worker.add_argument(
         "--check",
@@ -631,28 +554,8 @@ def register(sub: Any) -> None:
     rs.add_argument("--no-wait", action="store_true", help="start it and return (progress: run it again)")
     rs.set_defaults(handler=_reseal_sessions)
 
-    sv = sub.add_parser("serve", help="serve the compliance API (OIDC or API-token authentication, roles, approval)")
-    sv.add_argument("--host", default="127.0.0.1")
-    sv.set_defaults(handler=_serve)
-
-    tk = sub.add_parser("token", help="create, list or revoke API tokens of the compliance API")
-    tk_sub = tk.add_subparsers(dest="token_command", required=True)
-    tc = tk_sub.add_parser("create", help="a new token (printed once; stored hashed)")
-    tc.add_argument("--name", required=True)
-    tc.add_argument("--role", action="append", required=True, help="requester, approver, auditor or admin")
-    tc.add_argument("--by", required=True, help="who creates it (recorded in the audit log)")
-    tc.set_defaults(handler=_token_create)
-    tk_sub.add_parser("list", help="every token, revoked ones too").set_defaults(handler=_token_list)
-    tr = tk_sub.add_parser("revoke", help="revoke a token by its id")
-    tr.add_argument("token_id")
-    tr.add_argument("--by", required=True, help="who revokes it (recorded in the audit log)")
-    tr.set_defaults(handler=_token_revoke)
-
-    au = sub.add_parser("audit", help="the audit log of the compliance API")
-    au_sub = au.add_subparsers(dest="audit_command", required=True)
-    av = au_sub.add_parser("verify", help="check the hash chain of the whole audit log")
-    av.add_argument("--head", help="a head hash noted earlier: also catches entries removed from the end")
-    av.set_defaults(handler=_audit_verify)
+    if console_commands is not None:  # serve, token, audit: the console's own (console.commands)
+        console_commands(sub)
 
     cs = sub.add_parser("codec-server", help="serve the payload codec so Temporal UI can decode payloads")
     cs.add_argument("--port", type=int, default=8081)

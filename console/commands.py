@@ -1,0 +1,127 @@
+"""The console's commands of the ``erasure`` CLI: ``serve`` (the compliance API and pages), ``token``
+(create, list, revoke API tokens) and ``audit verify`` (the audit log's hash chain).
+
+Registered by the CLI's composition root (``workers.cli``); the console's modules are imported when a
+command runs, so the other commands start without loading the web stack.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import Any
+
+from workers.errors import ErasureCliError
+from workers.settings import Settings
+
+
+def _platform(settings: Settings) -> Any:
+    from workers.wiring import build_platform
+
+    return build_platform(settings)
+
+
+def _serve(args: argparse.Namespace, settings: Settings) -> int:
+    import uvicorn
+
+    from console.app import create_app
+    from console.wiring import build_console
+    from workers.local_secrets import load_secrets
+    from workers.temporal_client import connect
+    from workers.wiring import build_platform
+
+    async def main() -> None:
+        secrets = load_secrets(settings)
+        with build_platform(settings, secrets) as platform:
+            client = await connect(settings, secrets)
+            console = build_console(settings, secrets, platform, client)
+            app = create_app(console)
+            print(f"compliance API on http://{args.host}:{settings.serve_port} (OpenAPI at /openapi.json)")
+            if settings.console_metrics_port:
+                from console.telemetry import serve_metrics
+
+                serve_metrics(console.metrics, args.host, settings.console_metrics_port)
+                print(f"Prometheus metrics on http://{args.host}:{settings.console_metrics_port}/metrics")
+            config = uvicorn.Config(app, host=args.host, port=settings.serve_port, log_level="warning")
+            await uvicorn.Server(config).serve()
+
+    asyncio.run(main())
+    return 0
+
+
+def _token_create(args: argparse.Namespace, settings: Settings) -> int:
+    from console.audit import AuditLog
+    from console.tokens import TokenError, TokenStore
+
+    with _platform(settings) as platform:
+        try:
+            info, token = TokenStore(platform.pool).create(args.name, args.role, args.by)
+        except TokenError as exc:
+            raise ErasureCliError(str(exc)) from None
+        AuditLog.of(platform).append(args.by, "token_created", None, {"token_id": info.token_id, "roles": info.roles})
+    print(f"token {info.token_id} ({', '.join(info.roles)}): {token}")
+    print("shown once: it is stored hashed")
+    return 0
+
+
+def _token_list(_args: argparse.Namespace, settings: Settings) -> int:
+    from console.tokens import TokenStore
+
+    with _platform(settings) as platform:
+        for t in TokenStore(platform.pool).list():
+            state = f"revoked {t.revoked_at:%Y-%m-%d}" if t.revoked_at else "active"
+            print(f"{t.token_id}  {t.name:<24} {','.join(t.roles):<28} {state}  by {t.created_by}")
+    return 0
+
+
+def _token_revoke(args: argparse.Namespace, settings: Settings) -> int:
+    from console.audit import AuditLog
+    from console.tokens import TokenError, TokenStore
+
+    with _platform(settings) as platform:
+        try:
+            TokenStore(platform.pool).revoke(args.token_id)
+        except TokenError as exc:
+            raise ErasureCliError(str(exc)) from None
+        AuditLog.of(platform).append(args.by, "token_revoked", None, {"token_id": args.token_id})
+    print(f"token {args.token_id} revoked")
+    return 0
+
+
+def _audit_verify(args: argparse.Namespace, settings: Settings) -> int:
+    from console.audit import AuditLog
+
+    with _platform(settings) as platform:
+        check = AuditLog.of(platform).verify(args.head)
+    if check.ok:
+        print(f"audit log intact: {check.entries} entries, head {check.head}")
+        return 0
+    where = f" at entry {check.first_bad_seq}" if check.first_bad_seq is not None else ""
+    print(f"audit log BROKEN{where}: {check.why} ({check.entries} entries verified before it)")
+    return 4
+
+
+def register(sub: Any) -> None:
+    """Add ``serve``, ``token`` and ``audit`` to the ``erasure`` parser."""
+    sv = sub.add_parser("serve", help="serve the compliance API (OIDC or API-token authentication, roles, approval)")
+    sv.add_argument("--host", default="127.0.0.1")
+    sv.set_defaults(handler=_serve)
+
+    tk = sub.add_parser("token", help="create, list or revoke API tokens of the compliance API")
+    tk_sub = tk.add_subparsers(dest="token_command", required=True)
+    tc = tk_sub.add_parser("create", help="a new token (printed once; stored hashed)")
+    tc.add_argument("--name", required=True)
+    tc.add_argument("--role", action="append", required=True, help="requester, approver, auditor or admin")
+    tc.add_argument("--by", required=True, help="who creates it (recorded in the audit log)")
+    tc.set_defaults(handler=_token_create)
+    tk_sub.add_parser("list", help="every token, revoked ones too").set_defaults(handler=_token_list)
+    tr = tk_sub.add_parser("revoke", help="revoke a token by its id")
+    tr.add_argument("token_id")
+    tr.add_argument("--by", required=True, help="who revokes it (recorded in the audit log)")
+    tr.set_defaults(handler=_token_revoke)
+
+    au = sub.add_parser("audit", help="the audit log of the compliance API")
+    au_sub = au.add_subparsers(dest="audit_command", required=True)
+    av = au_sub.add_parser("verify", help="check the hash chain of the whole audit log")
+    av.add_argument("--head", help="a head hash noted earlier: also catches entries removed from the end")
+    av.set_defaults(handler=_audit_verify)
