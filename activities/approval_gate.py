@@ -33,6 +33,7 @@ from workflows.contracts import error_types
 from workflows.contracts.erasure import Activities
 from workflows.contracts.expiry import ExpiryActivityNames
 from workflows.contracts.forget import ForgetActivityNames, forget_workflow_id
+from workflows.contracts.key_epochs import KeyEpochActivityNames
 from workflows.contracts.reseal import ResealActivityNames
 
 #: activity name -> the kind of request whose approval it needs
@@ -70,6 +71,12 @@ PLATFORM = frozenset(
         ExpiryActivityNames.PAGE,
         ExpiryActivityNames.FILE,  # files forgets of rows the retention policy expired (recorded as such)
         ResealActivityNames.PAGES,
+        # wrapping-key epochs: re-wrap every live data key, retire and delete old epochs (no user's data read)
+        KeyEpochActivityNames.OPEN,
+        KeyEpochActivityNames.REWRAP,
+        KeyEpochActivityNames.RETIRE,
+        KeyEpochActivityNames.DELETE,
+        KeyEpochActivityNames.COMPACT,
     }
 )
 

@@ -110,6 +110,49 @@ def _enforce_key_state() -> None:
     KmsBackend.decrypt = decrypt  # type: ignore[method-assign]
 
 
+def _keep_epoch_keys(path: Path, region: str) -> None:
+    """Wrapping-key epoch keys (tag ``erasure:key-epoch``, ``stores.privacy.key_epochs``) outlive a restart, as
+    the configured key does: their id, material and state are kept in ``path`` (mode 0600) and installed again
+    at start; a key scheduled for deletion stays refused."""
+    from moto.kms.models import KmsBackend, kms_backends
+
+    kept: dict[str, dict[str, str]] = json.loads(path.read_text()) if path.exists() else {}
+    backend: Any = kms_backends[ACCOUNT_ID][region]
+    for key_id, held in kept.items():
+        key = backend.create_key(None, "ENCRYPT_DECRYPT", "SYMMETRIC_DEFAULT", "erasure-orchestrator key epoch", None)
+        del backend.keys[key.id]
+        key.arn, key.id = key.arn.replace(key.id, key_id), key_id
+        key.key_material = bytes.fromhex(held["material"])
+        key.key_state, key.enabled = held["state"], held["state"] == "Enabled"
+        backend.keys[key_id] = key
+    lock = threading.Lock()
+
+    def save(key: Any) -> None:
+        with lock:
+            kept[key.id] = {"material": bytes(key.key_material).hex(), "state": key.key_state}
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                json.dump(kept, fh)
+
+    original_create, original_schedule = KmsBackend.create_key, KmsBackend.schedule_key_deletion
+
+    def create_key(self: Any, *args: Any, **kwargs: Any) -> Any:
+        key = original_create(self, *args, **kwargs)
+        tags = kwargs.get("tags") if "tags" in kwargs else (args[4] if len(args) > 4 else None)
+        if any(t.get("TagKey") == "erasure:key-epoch" for t in tags or []):
+            save(key)
+        return key
+
+    def schedule_key_deletion(self: Any, key_id: str, pending_window_in_days: int) -> Any:
+        out = original_schedule(self, key_id, pending_window_in_days)
+        if key_id in kept:
+            save(self.keys[key_id])
+        return out
+
+    KmsBackend.create_key = create_key  # type: ignore[method-assign]
+    KmsBackend.schedule_key_deletion = schedule_key_deletion  # type: ignore[method-assign]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
@@ -125,6 +168,7 @@ def main() -> None:
     state = load_or_create_key_state(args.state)
     _install_key(state, args.region)
     _enforce_key_state()
+    _keep_epoch_keys(args.state.with_name(args.state.stem + "-epochs.json"), args.region)
     server = ThreadedMotoServer(ip_address=args.host, port=args.port, verbose=False)
     server.start()
     stop = threading.Event()

@@ -1,5 +1,5 @@
-"""The Temporal Schedules of the late-writer sweep and the retention-expiry sweep: install (idempotent), list,
-pause, resume, trigger."""
+"""The Temporal Schedules of the late-writer sweep, the retention-expiry sweep and the wrapping-key epoch job:
+install (idempotent), list, pause, resume, trigger."""
 
 from __future__ import annotations
 
@@ -23,9 +23,14 @@ from temporalio.client import (
 from workers.settings import Settings
 from workflows.contracts.erasure import SWEEP_WORKFLOW, SweepInput
 from workflows.contracts.expiry import EXPIRY_RUN_ID, EXPIRY_WORKFLOW, ExpiryInput
+from workflows.contracts.key_epochs import KEY_EPOCH_RUN_ID, KEY_EPOCH_WORKFLOW, KeyEpochInput
 
 SCHEDULE_ID = "late-writer-sweep"
 EXPIRY_SCHEDULE_ID = "retention-expiry-sweep"
+KEY_EPOCH_SCHEDULE_ID = "key-epoch-rotation"
+#: how often the key-epoch job looks (it rotates only when the current epoch is ERASURE_KEY_EPOCH_DAYS old):
+#: one of the two terms besides the period and the retention in the shredding bound (``EpochPolicy``)
+KEY_EPOCH_CHECK = timedelta(days=1)
 
 
 def sweep_schedule(settings: Settings) -> Schedule:
@@ -57,11 +62,32 @@ def expiry_schedule(settings: Settings) -> Schedule:
     )
 
 
+def key_epoch_input(settings: Settings) -> KeyEpochInput:
+    return KeyEpochInput(
+        epoch_days=settings.key_epoch_days,
+        retention_days=settings.backup_retention_days,
+        check_hours=KEY_EPOCH_CHECK.total_seconds() / 3600,
+        rewrite=settings.key_epoch_rewrite,
+    )
+
+
+def key_epoch_schedule(settings: Settings) -> Schedule:
+    return Schedule(
+        action=ScheduleActionStartWorkflow(
+            KEY_EPOCH_WORKFLOW, key_epoch_input(settings), id=KEY_EPOCH_RUN_ID, task_queue=settings.task_queue
+        ),
+        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=KEY_EPOCH_CHECK)]),
+        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
+        state=ScheduleState(note="wrapping-key epochs: rotate, re-wrap every data key, delete retired epochs' keys"),
+    )
+
+
 async def install(client: Client, settings: Settings) -> str:
-    """Install (or update) both sweeps' schedules; ``created`` when either was new, else ``updated``."""
+    """Install (or update) every scheduled job's schedule; ``created`` when any was new, else ``updated``."""
     outcomes = [
         await _install(client, SCHEDULE_ID, sweep_schedule(settings)),
         await _install(client, EXPIRY_SCHEDULE_ID, expiry_schedule(settings)),
+        await _install(client, KEY_EPOCH_SCHEDULE_ID, key_epoch_schedule(settings)),
     ]
     return "created" if "created" in outcomes else "updated"
 

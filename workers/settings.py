@@ -467,6 +467,25 @@ class Settings(BaseSettings):
         ge=1,
         description="How often the scheduled retention-expiry sweep forgets memory rows whose retention ended.",
     )
+    key_epoch_days: float = Field(
+        default=30.0,
+        gt=0,
+        description="Wrapping-key epochs: age at which the scheduled key-epoch job opens a new epoch (a new KMS "
+        "key) and re-wraps every live data key under it. A shredded data key is unwrappable everywhere "
+        "(backups, WAL) by shred + this + ERASURE_BACKUP_RETENTION_DAYS + two days (docs/privacy-model.md).",
+    )
+    backup_retention_days: float = Field(
+        default=35.0,
+        ge=0,
+        description="The longest retention of any database backup, snapshot or WAL archive: a retired epoch's "
+        "KMS key is scheduled for deletion this long after no live data key uses it.",
+    )
+    key_epoch_rewrite: Literal["full", "table", "off"] = Field(
+        default="full",
+        description="After a rotation the key-epoch job rewrites the keys table and the WAL: full (VACUUM FULL "
+        "data_keys, pg_switch_wal(), CHECKPOINT), table (VACUUM FULL only: a managed database without the WAL "
+        "functions) or off.",
+    )
     chaos_pause_ms: int = Field(
         default=0,
         ge=0,

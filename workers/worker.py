@@ -32,6 +32,7 @@ from activities.boundary import StepBoundary
 from activities.expiry import ExpiryActivities
 from activities.fence import FenceActivities
 from activities.forget import ForgetActivities
+from activities.key_epochs import KeyEpochActivities
 from activities.late_sweep import LateSweepActivities
 from activities.notify import NotifyActivities
 from activities.request import RequestActivities
@@ -48,6 +49,7 @@ from workers.logging_setup import get_logger
 from workflows.erasure import ErasureWorkflow
 from workflows.expiry import ExpirySweepWorkflow
 from workflows.forget import ForgetWorkflow
+from workflows.key_epochs import KeyEpochWorkflow
 from workflows.reseal import ResealSessionsWorkflow
 from workflows.sweep import LateWriterSweepWorkflow
 
@@ -98,6 +100,7 @@ def activity_objects(platform: Platform, signing_seed: bytes, adapters: AdapterR
         ForgetActivities(platform, signing_seed),
         ExpiryActivities(platform),
         ResealActivities(platform),
+        KeyEpochActivities(platform),
     ]
 
 
@@ -114,6 +117,7 @@ def workflows() -> list[type]:
         ForgetWorkflow,
         ExpirySweepWorkflow,
         ResealSessionsWorkflow,
+        KeyEpochWorkflow,
     ]
 
 

@@ -6,6 +6,11 @@ time. Shredding deletes every wrapped version: from then on every ciphertext of 
 stores or in any backup, fails with ``DataKeyShredded`` (a process that already unwrapped the key forgets
 it within ``cache_ttl`` seconds). Default mode makes no KMS call to shred.
 
+Default mode wraps under the current wrapping-key epoch (``stores.privacy.key_epochs``: the configured key
+until the key-epoch job first rotates): the copies of a shredded wrapped key left in old pages, the WAL and
+backups become unwrappable by ``unwrappable_by(shredded_at)``, when the epochs they were wrapped under have
+their KMS keys scheduled for deletion.
+
 Per-user KMS key mode (``per_user_kms_keys=True``) wraps each subject's data key under its own KMS key and
 also schedules that KMS key's deletion (minimum window) on shred, for KMS-side destruction. Creating those
 keys is the agent runtime's job (its IAM policy: ``deploy/iam/runtime-policy-per-user-keys.json``); the
@@ -29,6 +34,7 @@ from psycopg_pool import ConnectionPool
 
 from stores.infra.errors import DataKeyShredded
 from stores.privacy.crypto import DataKey, key_id_of, open_sealed, open_with, seal
+from stores.privacy.key_epochs import EpochPolicy, KeyEpochs
 
 if TYPE_CHECKING:
     from mypy_boto3_kms import KMSClient
@@ -49,6 +55,9 @@ class DataKeyStore:
         self._kms_key_id = kms_key_id
         self._ttl = cache_ttl
         self._per_user = per_user_kms_keys
+        self.epochs = KeyEpochs(pool, kms, kms_key_id)
+        #: the key-epoch job's policy (rotation period, backup retention), for ``unwrappable_by``
+        self.epoch_policy: EpochPolicy | None = None
         self._lock = threading.Lock()
         self._by_id: dict[uuid.UUID, tuple[float, DataKey, str]] = {}
         self._current: dict[str, tuple[float, DataKey]] = {}
@@ -119,29 +128,55 @@ class DataKeyStore:
         return out
 
     def _generate(self, subject_key: str) -> DataKey:
-        wrap_key = self._create_user_kms_key(subject_key) if self._per_user else self._kms_key_id
-        self.kms_calls += 1
-        generated = self._kms.generate_data_key(KeyId=wrap_key, KeySpec="AES_256")
-        key_id = uuid.uuid4()
-        with self._pool.connection() as conn, conn.transaction():
-            version = conn.execute(
-                "INSERT INTO data_key_versions (subject_key, last_version) VALUES (%s, 1) "
-                "ON CONFLICT (subject_key) DO UPDATE SET last_version = data_key_versions.last_version + 1 "
-                "RETURNING last_version",
-                (subject_key,),
-            ).fetchone()
-            assert version is not None
-            conn.execute(
-                "INSERT INTO data_keys (key_id, subject_key, version, wrapped_key, kms_key_id) "
-                "VALUES (%s, %s, %s, %s, %s)",
-                (key_id, subject_key, version[0], generated["CiphertextBlob"], wrap_key),
-            )
-            if self._per_user:
+        for _attempt in range(3):
+            epoch, wrap_key = (None, self._create_user_kms_key(subject_key)) if self._per_user else self._wrapping()
+            self.kms_calls += 1
+            generated = self._kms.generate_data_key(KeyId=wrap_key, KeySpec="AES_256")
+            key_id = uuid.uuid4()
+            with self._pool.connection() as conn, conn.transaction():
+                if not self._epoch_open(conn, epoch):
+                    continue  # retired between the read and now (a rotation): wrap under the new epoch
+                version = conn.execute(
+                    "INSERT INTO data_key_versions (subject_key, last_version) VALUES (%s, 1) "
+                    "ON CONFLICT (subject_key) DO UPDATE SET last_version = data_key_versions.last_version + 1 "
+                    "RETURNING last_version",
+                    (subject_key,),
+                ).fetchone()
+                assert version is not None
                 conn.execute(
-                    "INSERT INTO subject_kms_keys (subject_key, kms_key_id) VALUES (%s, %s) ON CONFLICT DO NOTHING",
-                    (subject_key, wrap_key),
+                    "INSERT INTO data_keys (key_id, subject_key, version, wrapped_key, kms_key_id, epoch) "
+                    "VALUES (%s, %s, %s, %s, %s, %s)",
+                    (key_id, subject_key, version[0], generated["CiphertextBlob"], wrap_key, epoch),
                 )
-        return DataKey(key_id, generated["Plaintext"])
+                if self._per_user:
+                    conn.execute(
+                        "INSERT INTO subject_kms_keys (subject_key, kms_key_id) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                        (subject_key, wrap_key),
+                    )
+            return DataKey(key_id, generated["Plaintext"])
+        raise RuntimeError("the wrapping-key epoch kept changing while a data key was written")
+
+    def _wrapping(self) -> tuple[int | None, str]:
+        """(epoch, KMS key) new data keys are wrapped under: the current managed epoch, else the configured key."""
+        current = self.epochs.current()
+        return (None, self._kms_key_id) if current is None else (current.epoch, current.kms_key_id)
+
+    @staticmethod
+    def _epoch_open(conn: Any, epoch: int | None) -> bool:
+        """Whether ``epoch`` is still unretired, its row share-locked until the caller's transaction ends (the
+        job's retirement locks it to count the live keys under it: a key written now is counted)."""
+        if epoch is None:
+            return True
+        row = conn.execute("SELECT retired_at FROM key_epochs WHERE epoch = %s FOR SHARE", (epoch,)).fetchone()
+        return row is not None and row[0] is None
+
+    def unwrappable_by(self, shredded_at: datetime) -> datetime | None:
+        """By when every copy of a data key shredded at ``shredded_at`` is wrapped only under KMS keys that
+        refuse use (``EpochPolicy.unwrappable_by``); ``None`` without an epoch policy. Per-user KMS key mode:
+        the shred itself schedules the key's deletion, so the copies are unwrappable from the shred on."""
+        if self._per_user:
+            return shredded_at
+        return None if self.epoch_policy is None else self.epoch_policy.unwrappable_by(shredded_at)
 
     def generate_many(
         self, subject_keys: Sequence[str], *, threads: int = 8, wrap: Callable[[bytes], bytes] | None = None
@@ -154,7 +189,8 @@ class DataKeyStore:
         ``wrap``: wraps 32 random bytes as KMS ``Decrypt`` under the configured key will open them (a local
         KMS whose key material is at hand: ``workers.local_kms.offline_wrapper``), instead of a KMS call per
         key. Each subject still gets a key of its own. A subject given a key meanwhile by ``current`` fails
-        the whole COPY (the unique constraints), never a second version 1. Returns the keys generated.
+        the whole COPY (the unique constraints), never a second version 1. Returns the keys generated. Once
+        the key-epoch job has rotated, keys are wrapped by KMS under the current epoch and ``wrap`` is unused.
 
         Per-user KMS key mode: each subject needs its own KMS key first (and ``wrap`` cannot apply): every
         subject goes through ``current`` on the threads, and the count returned is of the subjects given."""
@@ -170,12 +206,15 @@ class DataKeyStore:
                 ).fetchall()
             }
         fresh = [s for s in wanted if s not in held]
+        epoch, wrap_key = self._wrapping()
+        if epoch is not None:
+            wrap = None
 
         def one(_subject: str) -> tuple[bytes, bytes]:
             if wrap is not None:
                 plain = os.urandom(32)
                 return plain, wrap(plain)
-            generated = self._kms.generate_data_key(KeyId=self._kms_key_id, KeySpec="AES_256")
+            generated = self._kms.generate_data_key(KeyId=wrap_key, KeySpec="AES_256")
             return generated["Plaintext"], generated["CiphertextBlob"]
 
         with ThreadPoolExecutor(max_workers=threads) as pool:
@@ -186,12 +225,15 @@ class DataKeyStore:
         if wrap is None:
             self.kms_calls += len(made)
         with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            if not self._epoch_open(conn, epoch):
+                raise RuntimeError("the wrapping-key epoch was retired while seeding: seed again")
             with cur.copy("COPY data_key_versions (subject_key, last_version) FROM STDIN") as copy:
                 for subject, _key, _wrapped in made:
                     copy.write_row((subject, 1))
-            with cur.copy("COPY data_keys (key_id, subject_key, version, wrapped_key, kms_key_id) FROM STDIN") as copy:
+            columns = "key_id, subject_key, version, wrapped_key, kms_key_id, epoch"
+            with cur.copy(f"COPY data_keys ({columns}) FROM STDIN") as copy:
                 for subject, key, wrapped in made:
-                    copy.write_row((key.key_id, subject, 1, wrapped, self._kms_key_id))
+                    copy.write_row((key.key_id, subject, 1, wrapped, wrap_key, epoch))
         until = time.monotonic() + self._ttl
         with self._lock:
             for subject, key, _wrapped in made:
