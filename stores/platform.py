@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
 
 from psycopg_pool import ConnectionPool
 
+from stores.adapters.context import Buckets, StoreContext
 from stores.artifacts.bucket import ArtifactEraser
 from stores.books.approvals import ApprovalStore
 from stores.books.requests import RequestStore
@@ -19,7 +20,7 @@ from stores.infra.tracing import TracedCursor
 from stores.ledgers.forget_tombstones import ForgetLedger
 from stores.ledgers.lifecycle_journal import LifecycleJournal
 from stores.ledgers.tombstones import TombstoneLedger
-from stores.logs.archive import LogArchive
+from stores.logs.archive import LogArchive, shared_archive
 from stores.memory.lifecycle_rules import Caps
 from stores.memory.rows import MemoryEraser, MemoryStore
 from stores.memory.states import MemoryStates
@@ -67,6 +68,9 @@ class PlatformConfig:
     memory_caps: Caps = field(default_factory=Caps)  # per-user caps the memory service enforces by eviction
     #: (purpose, retention class) of memories ingested from sessions: the platform names why it keeps them
     session_capture: tuple[str, str] = ("conversation_recall", "conversation")
+    #: the settings of stores the platform knows nothing of (``ERASURE_<NAME>`` variables by ``name``, e.g.
+    #: ``qdrant_path``): handed to their adapters through ``StoreContext.options``
+    store_options: Mapping[str, str | None] = field(default_factory=dict)
 
 
 class Platform:
@@ -92,18 +96,44 @@ class Platform:
         )
         self.s3: S3Client = s3_client(config.aws)
         self.kms: KMSClient = kms_client(config.aws)
+        self._adapters: AdapterRegistry | None = None
+        self._build_adapters: Callable[[], AdapterRegistry] | None = None
 
     def close(self) -> None:
         self.pool.close()
-        cache = self.__dict__.get("response_cache")
-        if cache is not None:
-            cache.close()
+        context = self.__dict__.get("store_context")
+        if context is not None:
+            context.close()  # the shared clients that need it: the response cache's connection, ...
 
     def __enter__(self) -> Platform:
         return self
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
+
+    @cached_property
+    def store_context(self) -> StoreContext:
+        """What the stores' adapters are given (``stores.adapters.context``): this platform's clients, its
+        keys and books, and the stores' options; the clients it shares with them are built in it."""
+        config = self.config
+        options: dict[str, str | None] = {
+            "cache_url": config.cache_url,
+            "chroma_path": config.chroma_path,
+            "s3_compaction_url": config.s3_compaction_url,
+            "s3_filer_url": config.s3_filer_url,
+        }
+        return StoreContext(
+            pool=self.pool,
+            s3=self.s3,
+            kms=self.kms,
+            subject_secret=config.subject_secret,
+            keys=self.keys,
+            ledger=self.ledger,
+            requests=self.requests,
+            buckets=Buckets(config.artifact_bucket, config.log_bucket, config.receipt_bucket),
+            s3_delete_batch=config.s3_delete_batch,
+            options={**config.store_options, **options},
+        )
 
     @cached_property
     def keys(self) -> DataKeyStore:
@@ -198,39 +228,45 @@ class Platform:
     def memory(self) -> MemoryEraser:
         return MemoryEraser(self.pool)
 
-    @cached_property
+    @property
     def logs(self) -> LogArchive:
-        return LogArchive(self.s3, self.config.log_bucket, self.pool, self.config.subject_secret, self.keys)
+        return shared_archive(self.store_context)
 
-    @cached_property
+    @property
     def response_cache(self) -> ResponseCache:
         """The LLM response cache (``AdapterNotConfigured`` when the platform has none)."""
-        from stores.adapters.interface import AdapterNotConfigured
-        from stores.response_cache.cache import ResponseCache
+        from stores.response_cache.cache import shared_cache
 
-        if not self.config.cache_url:
-            raise AdapterNotConfigured("no response cache is configured (ERASURE_CACHE_URL)")
-        return ResponseCache.connect(self.config.cache_url, self.keys, self.ledger, self.config.subject_secret)
+        return shared_cache(self.store_context)
 
-    @cached_property
+    @property
     def chroma_memory(self) -> ChromaMemory:
         """The Chroma memory backend (``AdapterNotConfigured`` when the platform has none)."""
-        from stores.adapters.interface import AdapterNotConfigured
+        from stores.chroma.collection import shared_memory
 
-        if not self.config.chroma_path:
-            raise AdapterNotConfigured("no Chroma memory backend is configured (ERASURE_CHROMA_PATH)")
-        if importlib.util.find_spec("chromadb") is None:  # an extra: erasure-orchestrator[chroma]
-            raise AdapterNotConfigured("chromadb is not installed")
-        from stores.chroma.collection import ChromaMemory
+        return shared_memory(self.store_context)
 
-        return ChromaMemory(self.config.chroma_path, self.keys, self.ledger, self.config.subject_secret)
+    def wire_adapters(self, build: Callable[[], AdapterRegistry]) -> None:
+        """How this process builds its adapter registry (``workers.wiring``), called on first use."""
+        self._build_adapters = build
 
-    @cached_property
+    @property
+    def adapters_wired(self) -> bool:
+        """Whether this platform has an adapter registry (built, or wired to be built on first use)."""
+        return self._adapters is not None or self._build_adapters is not None
+
+    @property
     def adapters(self) -> AdapterRegistry:
-        """Every registered erase adapter (entry points ``erasure.adapters``), in plan order."""
-        from stores.adapters.registry import AdapterRegistry
+        """Every registered erase adapter, in plan order: the registry the wiring built (on first use)."""
+        if self._adapters is None:
+            if self._build_adapters is None:
+                raise RuntimeError("no adapter registry is wired to this platform (workers.wiring.build_platform)")
+            self._adapters = self._build_adapters()
+        return self._adapters
 
-        return AdapterRegistry(self)
+    @adapters.setter
+    def adapters(self, registry: AdapterRegistry) -> None:
+        self._adapters = registry
 
     def adk_session_service(self) -> SealedSessionService:
         """The session service agents use: google-adk's, with user content sealed under the user's data key

@@ -197,6 +197,7 @@ def check_chroma(settings: Settings) -> PartCheck:
 
 
 def check_adapters(settings: Settings, secrets: Secrets) -> PartCheck:
+    from stores.adapters.interface import Checked
     from workers.wiring import build_platform
 
     with build_platform(settings, secrets) as platform:
@@ -208,6 +209,13 @@ def check_adapters(settings: Settings, secrets: Secrets) -> PartCheck:
                 conn.execute("SELECT 1")
         except Exception as exc:
             return PartCheck("adapters", False, f"{plan}; the stores' database does not answer ({_reason(exc)})")
+        # a store folder's own check (``Checked``: its directory, its client, its server), one line each
+        for adapter in registry.in_order():
+            if isinstance(adapter, Checked):
+                found = adapter.check()
+                plan += f"; {adapter.name}: {found.detail}"
+                if not found.ok:
+                    return PartCheck("adapters", False, plan)
         return PartCheck("adapters", True, plan)
 
 

@@ -1,4 +1,6 @@
-"""Build the store layer from settings: one ``Platform`` per process, shared by its activities.
+"""Build the store layer from settings: one ``Platform`` per process, shared by its activities, and the
+process's adapter registry (entry points ``erasure.adapters``, each factory given the platform's
+``StoreContext``: never the platform itself).
 
 Production code: nothing here imports the local stack (``workers/stack``, psutil, pgserver, moto). The one
 local-only lookup, the KMS key that ``erasure stack up`` created, is imported lazily in local mode.
@@ -6,15 +8,18 @@ local-only lookup, the KMS key that ``erasure stack up`` created, is imported la
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import replace
 
+from stores.adapters.registry import AdapterRegistry
 from stores.infra.aws_clients import AwsEndpoints
 from stores.infra.outbound import parse_allowlist
 from stores.memory.lifecycle_rules import Caps
 from stores.platform import Platform, PlatformConfig
 from workers.errors import ConfigError
 from workers.local_secrets import Secrets, load_secrets
-from workers.settings import Settings
+from workers.settings import PREFIX, Settings
 
 
 def aws_endpoints(settings: Settings) -> AwsEndpoints:
@@ -36,6 +41,17 @@ def kms_key_id(settings: Settings) -> str:
     from workers.stack.launcher import resolve_kms_key_id  # local stack only
 
     return resolve_kms_key_id(settings)
+
+
+def store_options(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The settings of stores the worker's settings do not define, by name: every ``ERASURE_<NAME>``
+    variable that is not a ``Settings`` field (``ERASURE_QDRANT_PATH`` -> ``qdrant_path``). A store added
+    as a folder of its own reads its configuration here, with no edit to the settings."""
+    environ = os.environ if environ is None else environ
+    known = set(Settings.model_fields)
+    prefix = PREFIX.upper()
+    found = {k[len(prefix) :].lower(): v for k, v in environ.items() if k.upper().startswith(prefix)}
+    return {name: value for name, value in found.items() if name not in known}
 
 
 def platform_config(settings: Settings, secrets: Secrets | None = None, **overrides: object) -> PlatformConfig:
@@ -64,11 +80,21 @@ def platform_config(settings: Settings, secrets: Secrets | None = None, **overri
         mail_from=settings.mail_from,
         memory_caps=Caps(settings.memory_max_records, settings.memory_max_tokens),
         session_capture=(settings.memory_session_purpose, settings.memory_session_retention),
+        store_options=store_options(),
     )
     if overrides:
         config = replace(config, **overrides)  # type: ignore[arg-type]
     return config
 
 
+def build_registry(platform: Platform) -> AdapterRegistry:
+    """The process's adapters: every entry point's factory called with the platform's ``StoreContext`` (a
+    plug-in from another distribution also reads what the ``Platform`` had, deprecated)."""
+    return AdapterRegistry(platform.store_context, legacy=platform)
+
+
 def build_platform(settings: Settings, secrets: Secrets | None = None, **overrides: object) -> Platform:
-    return Platform(platform_config(settings, secrets, **overrides))
+    """The platform, its adapter registry wired to be built on first use (``platform.adapters``)."""
+    platform = Platform(platform_config(settings, secrets, **overrides))
+    platform.wire_adapters(lambda: build_registry(platform))
+    return platform

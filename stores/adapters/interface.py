@@ -25,9 +25,9 @@ them, and lists each store's counts in the forget's receipt; a registered store 
 data (``locate``) and has neither the capability nor a path of the activity's own fails the forget
 closed: never a receipt that says ``completed`` next to a store nobody asked.
 
-A factory (the entry point's value, called with the ``Platform``) raises ``AdapterNotConfigured`` when the
-platform has no such store: it is then left out of every plan. Everything an adapter returns is PII-free:
-counts, and digests that cannot be reversed. The raw user id
+A factory (the entry point's value, called with a ``StoreContext``: ``stores.adapters.context``) raises
+``AdapterNotConfigured`` when the platform has no such store: it is then left out of every plan. Everything
+an adapter returns is PII-free: counts, and digests that cannot be reversed. The raw user id
 is in ``Subject.user_id`` only while the request still holds it (``None`` afterwards: subject-key mode).
 """
 
@@ -38,18 +38,19 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+# defined beside the context (its ``required`` raises it); named here, where factories have always found it
+from stores.adapters.context import AdapterNotConfigured as AdapterNotConfigured
+from stores.adapters.context import StoreContext
+
 if TYPE_CHECKING:
+    import random
+
     from stores.books.request_record import RequestRecord
-    from stores.platform import Platform
 
 #: ``after`` entry meaning: after every adapter that does not itself declare it.
 AFTER_EVERY_OTHER = "*"
-#: the entry-point group a package registers its adapters in (value: a factory ``(Platform) -> adapter``)
+#: the entry-point group a package registers its adapters in (value: a factory ``(StoreContext) -> adapter``)
 ENTRY_POINT_GROUP = "erasure.adapters"
-
-
-class AdapterNotConfigured(Exception):
-    """Raised by an adapter's factory when this platform has no such store: it is left out of every plan."""
 
 
 @dataclass(frozen=True)
@@ -180,4 +181,30 @@ class StartCapture(Protocol):
     def capture(self, subject: Subject) -> list[str]: ...
 
 
-AdapterFactory = Callable[["Platform"], EraseAdapter]
+@dataclass(frozen=True)
+class StoreCheck:
+    """One store's readiness, for ``erasure worker --check`` (one line, PII-free)."""
+
+    ok: bool
+    detail: str
+
+
+@runtime_checkable
+class Checked(Protocol):
+    """The optional capability of an adapter whose store can say whether it is ready (its directory
+    writable, its client installed, its server answering): ``erasure worker --check`` runs ``check()`` of
+    every registered adapter that has it, as a part named after the adapter."""
+
+    def check(self) -> StoreCheck: ...
+
+
+@runtime_checkable
+class Seeded(Protocol):
+    """The optional capability the seeders call (``workers/stack/seeding``, outside the runtime code): write
+    demo data of one user into the store, from ``rng`` (a generator of the store's own, so the other stores'
+    seeded data does not change), and return counts."""
+
+    def seed(self, app_name: str, user_id: str, rng: random.Random) -> dict[str, int]: ...
+
+
+AdapterFactory = Callable[[StoreContext], EraseAdapter]

@@ -17,19 +17,19 @@ from typing import TYPE_CHECKING, Any
 
 from stores.adapters.common import digest
 from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
-from stores.artifacts.bucket import user_prefix
+from stores.artifacts.bucket import ArtifactEraser, user_prefix
 
 if TYPE_CHECKING:
+    from stores.adapters.context import StoreContext
     from stores.books.request_record import RequestRecord
-    from stores.platform import Platform
 
 
 class ArtifactReads:
     """The verifier's listing: object versions and delete markers under the subject's prefix."""
 
-    def __init__(self, platform: Platform) -> None:
-        self._s3 = platform.s3
-        self._bucket = platform.config.artifact_bucket
+    def __init__(self, context: StoreContext) -> None:
+        self._s3 = context.s3
+        self._bucket = context.buckets.artifacts
 
     def artifact_entries(self, app_name: str, subject: str, before: datetime | None) -> dict[str, int]:
         versions = markers = 0
@@ -73,13 +73,14 @@ class ArtifactsAdapter:
         "subject keys and session ids",
     )
 
-    def __init__(self, platform: Platform) -> None:
-        self.platform = platform
-        self.reads = ArtifactReads(platform)
+    def __init__(self, context: StoreContext) -> None:
+        self.s3, self.bucket, self.secret = context.s3, context.buckets.artifacts, context.subject_secret
+        self.artifacts = ArtifactEraser(context.s3, context.buckets.artifacts, context.s3_delete_batch)
+        self.reads = ArtifactReads(context)
 
     def locate(self, subject: Subject) -> dict[str, int]:
-        listing = self.platform.s3.list_objects_v2(
-            Bucket=self.platform.config.artifact_bucket,
+        listing = self.s3.list_objects_v2(
+            Bucket=self.bucket,
             Prefix=user_prefix(subject.app_name, subject.subject_key),
             MaxKeys=1,
         )
@@ -88,7 +89,7 @@ class ArtifactsAdapter:
     def erase(self, subject: Subject, cursor: Mapping[str, Any], beat: Beat) -> dict[str, int]:
         base, batches = int(cursor.get("removed", 0)), int(cursor.get("batches", 0))
         resumed = int(batches > 0 or "uploads" in cursor)
-        artifacts = self.platform.artifacts
+        artifacts = self.artifacts
         # uploads first: one completed behind the version listing would leave a new object version
         uploads = int(cursor.get("uploads", 0)) + artifacts.abort_uploads_of(subject.app_name, subject.subject_key)
         beat({"removed": base, "batches": batches, "uploads": uploads})
@@ -113,7 +114,7 @@ class ArtifactsAdapter:
     def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:
         # S3 LastModified has one-second resolution: only objects clearly older than the erasure count
         older = None if before is None else before.replace(microsecond=0) - timedelta(seconds=1)
-        artifacts = self.platform.artifacts
+        artifacts = self.artifacts
         found = artifacts.abort_uploads_of(subject.app_name, subject.subject_key, initiated_before=older)
         found += artifacts.erase_everything_of(subject.app_name, subject.subject_key, modified_before=older)
         return Swept({"artifacts": found})  # object versions, delete markers and incomplete uploads
@@ -121,8 +122,8 @@ class ArtifactsAdapter:
     def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
         from stores.privacy.identity import subject_key
 
-        s3, bucket = self.platform.s3, self.platform.config.artifact_bucket
-        sk = subject_key(self.platform.config.subject_secret, app_name, user_id)
+        s3, bucket = self.s3, self.bucket
+        sk = subject_key(self.secret, app_name, user_id)
         objects = []
         for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=user_prefix(app_name, sk)):
             for v in page.get("Versions", []):

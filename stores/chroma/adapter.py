@@ -29,14 +29,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stores.adapters.interface import Beat, Bound, Disposition, ForgetScope, Remaining, Subject, Swept
-from stores.chroma.collection import ROTATION_KEY
+from stores.chroma.collection import ROTATION_KEY, shared_memory
 from stores.infra.errors import DataKeyShredded
 from stores.privacy.identity import subject_key
 
 if TYPE_CHECKING:
+    from stores.adapters.context import StoreContext
     from stores.books.request_record import RequestRecord
     from stores.chroma.collection import ChromaMemory
-    from stores.platform import Platform
 
 
 class ChromaReads:
@@ -78,9 +78,9 @@ class ChromaMemoryAdapter:
         "space) hold documents sealed and embeddings under the user's rotation, key destroyed",
     )
 
-    def __init__(self, platform: Platform) -> None:
-        self.platform = platform
-        self.store: ChromaMemory = platform.chroma_memory  # AdapterNotConfigured when the platform has none
+    def __init__(self, context: StoreContext) -> None:
+        self.store: ChromaMemory = shared_memory(context)  # AdapterNotConfigured when the platform has none
+        self.requests, self.secret = context.requests, context.subject_secret
         self.reads = ChromaReads(self.store.path)
 
     def locate(self, subject: Subject) -> dict[str, int]:
@@ -97,7 +97,7 @@ class ChromaMemoryAdapter:
             found[self.name] = sorted({*found.get(self.name, []), name})
             return replace(r, erased_refs=found)
 
-        self.platform.requests.update_record(subject.request_id, add)
+        self.requests.update_record(subject.request_id, add)
 
     def _drop(self, subject: Subject, beat: Beat | None) -> int:
         """Remove the subject's database directory; the memories it held."""
@@ -228,7 +228,7 @@ class ChromaMemoryAdapter:
         return left
 
     def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
-        sk = subject_key(self.platform.config.subject_secret, app_name, user_id)
+        sk = subject_key(self.secret, app_name, user_id)
         digest = hashlib.sha256()
         count = 0
         with self.store.opened(sk, create=False) as col:

@@ -56,6 +56,7 @@ from stores.privacy.identity import session_ref, subject_key
 from stores.privacy.vector_rotation import rotate
 
 if TYPE_CHECKING:
+    from stores.adapters.context import StoreContext
     from stores.ledgers.tombstones import TombstoneLedger
     from stores.privacy.keys import DataKeyStore
 
@@ -252,3 +253,17 @@ class ChromaMemory:
     def open_document(self, item: str, document: str) -> str:
         """A stored document's text (sealed under the user's data key, bound to the memory id)."""
         return self._keys.decrypt(base64.b64decode(document), f"chroma:{item}".encode()).decode()
+
+
+def shared_memory(context: StoreContext) -> ChromaMemory:
+    """The context's Chroma memory backend (``AdapterNotConfigured`` without ``chroma_path`` or chromadb)."""
+    import importlib.util
+
+    from stores.adapters.interface import AdapterNotConfigured
+
+    path = context.required("chroma_path", "Chroma memory backend")
+    if importlib.util.find_spec("chromadb") is None:  # an extra: erasure-orchestrator[chroma]
+        raise AdapterNotConfigured("chromadb is not installed")
+    return context.shared(
+        "chroma_memory", lambda: ChromaMemory(path, context.keys, context.ledger, context.subject_secret)
+    )

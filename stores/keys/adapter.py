@@ -23,8 +23,8 @@ from stores.infra.errors import CiphertextInvalid
 from stores.privacy.crypto import DataKey, key_id_of, open_sealed
 
 if TYPE_CHECKING:
+    from stores.adapters.context import StoreContext
     from stores.books.request_record import RequestRecord
-    from stores.platform import Platform
 
 GONE_STATES = frozenset({"PendingDeletion", "PendingReplicaDeletion"})
 
@@ -32,9 +32,9 @@ GONE_STATES = frozenset({"PendingDeletion", "PendingReplicaDeletion"})
 class KeyReads:
     """The verifier's queries: ``data_keys`` by subject key and key id, KMS key states, the sample."""
 
-    def __init__(self, platform: Platform) -> None:
-        self._pool = platform.pool
-        self._kms = platform.kms
+    def __init__(self, context: StoreContext) -> None:
+        self._pool = context.pool
+        self._kms = context.kms
 
     def wrapped_keys(self, subject: str, before: datetime | None) -> int:
         with self._pool.connection() as conn:
@@ -98,12 +98,13 @@ class KeysAdapter:
         "KMS keys: scheduled for deletion)",
     )
 
-    def __init__(self, platform: Platform) -> None:
-        self.platform = platform
-        self.reads = KeyReads(platform)
+    def __init__(self, context: StoreContext) -> None:
+        self.pool, self.keys = context.pool, context.keys
+        self.secret, self.requests = context.subject_secret, context.requests
+        self.reads = KeyReads(context)
 
     def locate(self, subject: Subject) -> dict[str, int]:
-        with self.platform.pool.connection() as conn:
+        with self.pool.connection() as conn:
             row = conn.execute(
                 "SELECT count(*) FROM (SELECT 1 FROM data_keys WHERE subject_key = %s LIMIT 1000) k",
                 (subject.subject_key,),
@@ -111,9 +112,9 @@ class KeysAdapter:
         return {"data_keys": int(row[0]) if row else 0}
 
     def erase(self, subject: Subject, cursor: Mapping[str, Any], beat: Beat) -> dict[str, int]:
-        destroyed = self.platform.keys.shred(subject.subject_key)
+        destroyed = self.keys.shred(subject.subject_key)
         now = datetime.now(UTC).isoformat()
-        self.platform.requests.update_record(
+        self.requests.update_record(
             subject.request_id, lambda r: r if r.keys_shredded_at else replace(r, keys_shredded_at=now)
         )
         return {"key_versions": destroyed}
@@ -145,13 +146,13 @@ class KeysAdapter:
 
     def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:
         cutoff = keys_shredded_at or before
-        return Swept({"key_versions": self.platform.keys.shred(subject.subject_key, created_before=cutoff)})
+        return Swept({"key_versions": self.keys.shred(subject.subject_key, created_before=cutoff)})
 
     def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
         from stores.privacy.identity import subject_key
 
-        sk = subject_key(self.platform.config.subject_secret, app_name, user_id)
-        with self.platform.pool.connection() as conn:
+        sk = subject_key(self.secret, app_name, user_id)
+        with self.pool.connection() as conn:
             keys = conn.execute(
                 "SELECT key_id, version, wrapped_key FROM data_keys WHERE subject_key=%s ORDER BY version", (sk,)
             ).fetchall()

@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 from stores.adapters.common import digest
 from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
+from stores.logs.archive import shared_archive
 from stores.logs.reads import LogReads, SegmentScan, SubjectLineRule
 from stores.privacy.redaction import sensitive
 
 if TYPE_CHECKING:
+    from stores.adapters.context import StoreContext
     from stores.books.request_record import RequestRecord
-    from stores.platform import Platform
 
 RECENT_LOG_SAMPLE = 20
 LOG_READERS = 4  # segments read at once (each old-version listing briefly holds a pooled connection)
@@ -45,11 +46,13 @@ class LogsAdapter:
         "backups keep them: user ids and messages sealed, key destroyed; subject keys in clear",
     )
 
-    def __init__(self, platform: Platform) -> None:
-        self.platform = platform
+    def __init__(self, context: StoreContext) -> None:
+        self.pool, self.s3, self.bucket = context.pool, context.s3, context.buckets.logs
+        self.secret, self.requests = context.subject_secret, context.requests
+        self.logs = shared_archive(context)
 
     def locate(self, subject: Subject) -> dict[str, int]:
-        with self.platform.pool.connection() as conn:
+        with self.pool.connection() as conn:
             row = conn.execute(
                 "SELECT count(*) FROM (SELECT 1 FROM log_subject_index WHERE subject_key = %s LIMIT 1000) l",
                 (subject.subject_key,),
@@ -57,9 +60,9 @@ class LogsAdapter:
         return {"log_segments": int(row[0]) if row else 0}
 
     def erase(self, subject: Subject, cursor: Mapping[str, Any], beat: Beat) -> dict[str, int]:
-        archive = self.platform.logs
+        archive = self.logs
         segments = archive.segments_of(subject.subject_key)
-        self.platform.requests.update_record(
+        self.requests.update_record(
             subject.request_id,
             lambda r: replace(r, purged_segments=sorted(set(r.purged_segments or []) | set(segments))),
         )
@@ -76,9 +79,8 @@ class LogsAdapter:
     def remaining(self, subject: Subject, record: RequestRecord, bound: Bound | None, beat: Beat) -> Remaining:
         if record.purged_segments is None:
             return Remaining(missing=("the logs step's list of purged segments",))
-        platform = self.platform
-        reads = LogReads(platform.pool, platform.s3, platform.config.log_bucket, platform.logs.segment_lock)
-        rule = SubjectLineRule(platform.config.subject_secret, subject.app_name, subject.subject_key)
+        reads = LogReads(self.pool, self.s3, self.bucket, self.logs.segment_lock)
+        rule = SubjectLineRule(self.secret, subject.app_name, subject.subject_key)
         before = bound.erased_at if bound else None
         named = sorted(set(record.purged_segments))
         sample = [k for k in reads.recent_segments(RECENT_LOG_SAMPLE, before) if k not in set(named)]
@@ -116,7 +118,7 @@ class LogsAdapter:
         """Lines naming the subject in the segments its index names (only segments whose window predates
         ``before``: later ones belong to a returning user)."""
         removed = malformed = 0
-        archive = self.platform.logs
+        archive = self.logs
         for key in archive.segments_of(subject.subject_key, window_before=before):
             purged = archive.purge_subject(key, subject.app_name, subject.subject_key)
             removed += purged.removed
@@ -126,15 +128,13 @@ class LogsAdapter:
     def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
         from stores.privacy.identity import subject_key
 
-        sk = subject_key(self.platform.config.subject_secret, app_name, user_id)
-        with self.platform.pool.connection() as conn:
+        sk = subject_key(self.secret, app_name, user_id)
+        with self.pool.connection() as conn:
             index = conn.execute(
                 "SELECT segment_key, line_count FROM log_subject_index WHERE subject_key=%s ORDER BY segment_key",
                 (sk,),
             ).fetchall()
-        lines = [
-            json.dumps(r, sort_keys=True) for r in self.platform.logs.lines_of(sk, app_name, [s for s, _n in index])
-        ]
+        lines = [json.dumps(r, sort_keys=True) for r in self.logs.lines_of(sk, app_name, [s for s, _n in index])]
         return {
             "log_index": digest(index),
             "log_lines": digest(sorted(lines)),

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
     from psycopg import Connection
 
+    from stores.adapters.context import StoreContext
     from stores.privacy.keys import DataKeyStore
 
 #: The field holding the subject keys of the users a line mentions (same app as the line).
@@ -497,3 +498,11 @@ class LogArchive:
         """Purge every indexed segment; returns (segments, lines removed)."""
         keys = self.segments_of(subject)
         return len(keys), sum(self.purge_segment(key, app_name, user_id, subject) for key in keys)
+
+
+def shared_archive(context: StoreContext) -> LogArchive:
+    """The context's log archive: one per process, so the platform's writers and the eraser share its segment lock."""
+    return context.shared(
+        "logs",
+        lambda: LogArchive(context.s3, context.buckets.logs, context.pool, context.subject_secret, context.keys),
+    )

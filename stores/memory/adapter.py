@@ -19,19 +19,20 @@ from stores.adapters.common import chunks, digest
 from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
 from stores.adapters.tombstone_reads import erased_session_ids
 from stores.ledgers.owner_holds import held_among
+from stores.memory.rows import MemoryEraser, MemoryStore
 from stores.privacy.identity import session_ref, subject_key
 
 if TYPE_CHECKING:
+    from stores.adapters.context import StoreContext
     from stores.books.request_record import RequestRecord
-    from stores.platform import Platform
 
 
 class MemoryReads:
     """The verifier's queries: subject-key index, primary key, one GIN probe per named id or digest."""
 
-    def __init__(self, platform: Platform) -> None:
-        self._pool = platform.pool
-        self._secret = platform.config.subject_secret
+    def __init__(self, context: StoreContext) -> None:
+        self._pool = context.pool
+        self._secret = context.subject_secret
 
     def erased_session_ids(self, subject: str, digests: Sequence[str]) -> list[str]:
         return erased_session_ids(self._pool, self._secret, subject, digests)
@@ -113,15 +114,18 @@ class MemoryAdapter:
         "key destroyed; user id, provenance, lifecycle columns and keyed word digests in clear",
     )
 
-    def __init__(self, platform: Platform) -> None:
-        self.platform = platform
-        self.reads = MemoryReads(platform)
+    def __init__(self, context: StoreContext) -> None:
+        self.pool, self.secret = context.pool, context.subject_secret
+        self.ledger, self.requests = context.ledger, context.requests
+        self.memory = MemoryEraser(context.pool)
+        self.memory_store = MemoryStore(context.pool, context.keys, context.subject_secret)
+        self.reads = MemoryReads(context)
 
     def _refs(self, subject_key: str) -> list[str]:
-        return [session_ref(subject_key, s) for s in self.platform.ledger.sessions_of(subject_key)]
+        return [session_ref(subject_key, s) for s in self.ledger.sessions_of(subject_key)]
 
     def locate(self, subject: Subject) -> dict[str, int]:
-        with self.platform.pool.connection() as conn:
+        with self.pool.connection() as conn:
             row = conn.execute(
                 "SELECT count(*) FROM (SELECT 1 FROM memories WHERE subject_key = %s LIMIT 1000) m",
                 (subject.subject_key,),
@@ -132,11 +136,11 @@ class MemoryAdapter:
         """One transaction (``MemoryEraser.erase_user``): a retry finds the whole closure again; every
         erased id is recorded in ``erased_memories`` in that transaction, the derived ones in the record."""
         beat({"phase": "provenance"})
-        result = self.platform.memory.erase_user(
+        result = self.memory.erase_user(
             subject.subject_key, self._refs(subject.subject_key), request_id=subject.request_id
         )
         beat({"phase": "deleted", "rows": result.rows, "derived": result.derived})
-        self.platform.requests.update_record(
+        self.requests.update_record(
             subject.request_id,
             lambda r: replace(r, derived_removed=sorted(set(r.derived_removed or []) | set(result.derived_ids))),
         )
@@ -172,12 +176,14 @@ class MemoryAdapter:
                 reported["canary_rows_kept_under_owners_hold"] = held_canaries
         if record.text_runs is not None:  # the user's text word for word under another owner
             beat({"phase": "verbatim runs"})
-            holding = self.platform.memory.holders_of_runs(record.text_runs, sk, self.platform.memory_store)
+            holding = self.memory.holders_of_runs(record.text_runs, sk, self.memory_store)
             new = sorted(holding - {uuid.UUID(i) for i in record.copies_at_start or []})
-            started = self.platform.requests.get(subject.request_id).started_at
-            with self.platform.pool.connection() as conn:
+            started = self.requests.get(subject.request_id).started_at
+            with self.pool.connection() as conn:
                 held_runs = held_among(conn, new)
-                dated = dict(conn.execute("SELECT id, created_at FROM memories WHERE id = ANY(%s)", (new,)).fetchall())
+                dated: dict[uuid.UUID, datetime] = dict(
+                    conn.execute("SELECT id, created_at FROM memories WHERE id = ANY(%s)", (new,)).fetchall()
+                )
             # dated before the request began yet not found then: the user's text moved under another owner
             moved = [i for i in new if i not in held_runs and (started is None or dated.get(i, started) < started)]
             counts["rows_holding_user_text"] = len(moved)
@@ -195,20 +201,18 @@ class MemoryAdapter:
 
     def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:
         sk = subject.subject_key
-        memory = self.platform.memory.erase_user(
-            sk, self._refs(sk), created_before=before, request_id=subject.request_id
-        )
+        memory = self.memory.erase_user(sk, self._refs(sk), created_before=before, request_id=subject.request_id)
         held = {"derived_rows_held": memory.held} if memory.held else {}
         return Swept({"memory_rows": memory.rows, "derived_rows": memory.derived}, reported=held)
 
     def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
-        with self.platform.pool.connection() as conn:
+        with self.pool.connection() as conn:
             memories = conn.execute(
                 "SELECT id, kind, session_id, derived_from, source_sessions, key_id, content_sealed, token_digests, "
                 "embedding::text, embedding_sealed, created_at, purpose, retention_class, expires_at, source_kind, "
                 "source_ref, confidence_basis, confidence, reinforced_at, state, supersedes, challenged_by, "
                 "superseded_by, pinned, importance FROM memories WHERE app_name=%s AND user_id=%s ORDER BY id",
-                (app_name, subject_key(self.platform.config.subject_secret, app_name, user_id)),
+                (app_name, subject_key(self.secret, app_name, user_id)),
             ).fetchall()
         return {
             "memories": digest(memories),

@@ -50,8 +50,8 @@ from stores.physical.cleanup import CleanupBooks, covered_targets, found_any
 if TYPE_CHECKING:
     from psycopg import Connection
 
+    from stores.adapters.context import StoreContext
     from stores.books.request_record import RequestRecord
-    from stores.platform import Platform
 
 #: the one target of this step in the clean-up books (a request is covered when this row is recorded)
 TARGET = evidence.VOLUMES_BASELINE
@@ -85,12 +85,12 @@ class CompactionAdapter:
     batched = True  # a compaction copies whole volumes: heartbeats while it runs
     after_sweep = True  # runs once the second sweep is done, so its deletions are covered too
 
-    def __init__(self, platform: Platform) -> None:
-        self.platform = platform
-        self.books = CleanupBooks(platform.pool, "compaction")
-        url = platform.config.s3_compaction_url
+    def __init__(self, context: StoreContext) -> None:
+        self.pool, self.requests = context.pool, context.requests
+        self.books = CleanupBooks(context.pool, "compaction")
+        url = context.option("s3_compaction_url")
         self.master = SeaweedMaster(url) if url else None
-        filer = platform.config.s3_filer_url
+        filer = context.option("s3_filer_url")
         self.queue = FilerDeletionQueue(filer, self.master) if filer and self.master else None
         self.drains = SharedProbe()  # one marker at a time for the worker's concurrent erasures
         self.disposition = OFFERED if self.master is not None else NOT_OFFERED
@@ -112,10 +112,10 @@ class CompactionAdapter:
         self._settle(beat)
         # SeaweedFS's own state once the deletions have landed: the volumes holding garbage (the deleted
         # needles among them) and their compaction revisions, the baseline the check compares with
-        with self.platform.pool.connection() as conn:
+        with self.pool.connection() as conn:
             taken_at = evidence.clock(conn)
         volumes = evidence.volume_items(master.volumes())
-        baseline = evidence.record_baseline(self.platform.pool, subject.request_id, TARGET, taken_at, volumes)
+        baseline = evidence.record_baseline(self.pool, subject.request_id, TARGET, taken_at, volumes)
         landed_by = baseline.taken_at
         outcomes: list[Outcome] = []
 
@@ -132,17 +132,17 @@ class CompactionAdapter:
     def _judge(self, request_id: str) -> evidence.Judgement:
         """SeaweedFS's own compaction revisions against the request's baseline (see ``physical_evidence``)."""
         assert self.master is not None
-        return evidence.volumes_covered(self.platform.pool, request_id, self.master.volumes(), self.after)
+        return evidence.volumes_covered(self.pool, request_id, self.master.volumes(), self.after)
 
     def _deleted_anything(self, subject: Subject) -> bool:
         """Whether the artifacts or logs step, or the second sweep, deleted objects: what the probe found at
         the start, the log segments the logs step rewrote, or a sweep's deletion mark. An object written past
         the fence after the start and deleted by the step is left to the store's periodic vacuum (as vacuum
         leaves such rows to autovacuum)."""
-        record = self.platform.requests.record(subject.request_id)
+        record = self.requests.record(subject.request_id)
         if found_any(record, FOUND_KEYS) or bool(record.purged_segments):
             return True
-        return evidence.last_deletion(self.platform.pool, subject.request_id, self.after) is not None
+        return evidence.last_deletion(self.pool, subject.request_id, self.after) is not None
 
     def _settle(self, beat: Beat) -> datetime | None:
         """Wait for deletions the filer queued to reach the volumes; then "now" bounds this request's."""
@@ -185,12 +185,10 @@ class CompactionAdapter:
         no object, the step having run is enough; a request that deleted objects and has no evidence fails
         closed (one that ended before evidence was kept is judged by the books, and the check says so)."""
         request_id = subject.request_id
-        booked = Remaining(
-            {"object_store_not_covered": int(TARGET not in covered_targets(self.platform.pool, request_id))}
-        )
+        booked = Remaining({"object_store_not_covered": int(TARGET not in covered_targets(self.pool, request_id))})
         if self.master is None or not self._deleted_anything(subject):
             return booked
-        kept = evidence.baselines(self.platform.pool, request_id).get(TARGET)
+        kept = evidence.baselines(self.pool, request_id).get(TARGET)
         if kept is None and bound is not None:
             return replace(booked, note=evidence.LEGACY)
         try:

@@ -30,8 +30,8 @@ from stores.physical import evidence
 from stores.physical.cleanup import CleanupBooks, covered_targets, found_any
 
 if TYPE_CHECKING:
+    from stores.adapters.context import StoreContext
     from stores.books.request_record import RequestRecord
-    from stores.platform import Platform
 
 #: the tables the sessions and memory steps delete from (google-adk's and the memory table)
 TABLES = ("events", "sessions", "user_states", "memories")
@@ -52,9 +52,9 @@ class VacuumAdapter:
         "database backups keep the old tuples (user content sealed, key destroyed; lookup columns in clear)",
     )
 
-    def __init__(self, platform: Platform) -> None:
-        self.platform = platform
-        self.books = CleanupBooks(platform.pool, "vacuum")
+    def __init__(self, context: StoreContext) -> None:
+        self.pool, self.requests = context.pool, context.requests
+        self.books = CleanupBooks(context.pool, "vacuum")
 
     def locate(self, subject: Subject) -> dict[str, int]:
         return {}  # holds nothing of any user: "found at the start" stays about the user's data
@@ -76,27 +76,27 @@ class VacuumAdapter:
         vacuumed = 0
         for n, table in enumerate(TABLES):
             vacuumed += self.books.cover(table, baseline.taken_at, subject.request_id, beat, _vacuum(table))
-            if not evidence.tables_covered(self.platform.pool, subject.request_id, (table,), self.after).covered:
+            if not evidence.tables_covered(self.pool, subject.request_id, (table,), self.after).covered:
                 self.books.cover(table, self.books.now(), subject.request_id, beat, _vacuum(table))
             beat({"stage": "vacuum", "tables": n + 1})
         return {"tables_vacuumed": vacuumed, "tables_covered": len(TABLES) - vacuumed}
 
     def _baseline(self, request_id: str) -> evidence.Baseline:
-        with self.platform.pool.connection() as conn:
+        with self.pool.connection() as conn:
             taken_at = evidence.clock(conn)
             stats = evidence.table_stats(conn, TABLES)
-        return evidence.record_baseline(self.platform.pool, request_id, BASELINE, taken_at, evidence.table_items(stats))
+        return evidence.record_baseline(self.pool, request_id, BASELINE, taken_at, evidence.table_items(stats))
 
     def _deleted_anything(self, subject: Subject) -> bool:
         """Whether the sessions or memory step of this request, or its second sweep, deleted rows: what they
         found at the start, the memory rows recorded as erased (by the subject key index), or a sweep's
         deletion mark. A session written past the fence after the start and deleted by the step is left to
         autovacuum."""
-        if found_any(self.platform.requests.record(subject.request_id), FOUND_KEYS):
+        if found_any(self.requests.record(subject.request_id), FOUND_KEYS):
             return True
-        if evidence.last_deletion(self.platform.pool, subject.request_id, self.after) is not None:
+        if evidence.last_deletion(self.pool, subject.request_id, self.after) is not None:
             return True
-        with self.platform.pool.connection() as conn:
+        with self.pool.connection() as conn:
             row = conn.execute(
                 "SELECT 1 FROM erased_memories WHERE subject_key = %s AND request_id = %s LIMIT 1",
                 (subject.subject_key, subject.request_id),
@@ -109,15 +109,13 @@ class VacuumAdapter:
         nothing is covered once its step ran; one that did and has no evidence fails closed (a request that
         ended before evidence was kept is judged by the books, and the check says so)."""
         request_id = subject.request_id
-        kept = evidence.baselines(self.platform.pool, request_id).get(BASELINE)
+        kept = evidence.baselines(self.pool, request_id).get(BASELINE)
         if not self._deleted_anything(subject):
-            return Remaining(
-                {"tables_not_vacuumed": len(set(TABLES) - covered_targets(self.platform.pool, request_id))}
-            )
+            return Remaining({"tables_not_vacuumed": len(set(TABLES) - covered_targets(self.pool, request_id))})
         if kept is None and bound is not None:
-            done = covered_targets(self.platform.pool, request_id)
+            done = covered_targets(self.pool, request_id)
             return Remaining({"tables_not_vacuumed": len(set(TABLES) - done)}, note=evidence.LEGACY)
-        judged = evidence.tables_covered(self.platform.pool, request_id, TABLES, self.after)
+        judged = evidence.tables_covered(self.pool, request_id, TABLES, self.after)
         return Remaining({"tables_not_vacuumed": len(judged.not_covered)}, note=judged.note())
 
     def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:

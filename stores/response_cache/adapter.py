@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any
 from stores.adapters.interface import Beat, Bound, Disposition, ForgetScope, Remaining, Subject, Swept
 from stores.infra.errors import DataKeyShredded
 from stores.privacy.identity import key_part, subject_key
-from stores.response_cache.cache import entry_key, index_key
+from stores.response_cache.cache import entry_key, index_key, shared_cache
 
 if TYPE_CHECKING:
+    from stores.adapters.context import StoreContext
     from stores.books.request_record import RequestRecord
-    from stores.platform import Platform
 
 BATCH = 500
 
@@ -63,9 +63,9 @@ class ResponseCacheAdapter:
         "snapshots and replicas of the cache keep entries until rewritten: prompts and responses sealed, key destroyed",
     )
 
-    def __init__(self, platform: Platform) -> None:
-        self.platform = platform
-        self.cache = platform.response_cache  # AdapterNotConfigured when the platform has none
+    def __init__(self, context: StoreContext) -> None:
+        self.cache = shared_cache(context)  # AdapterNotConfigured when the platform has none
+        self.keys, self.requests, self.secret = context.keys, context.requests, context.subject_secret
         self.reads = CacheReads(self.cache.client)
 
     def locate(self, subject: Subject) -> dict[str, int]:
@@ -106,7 +106,7 @@ class ResponseCacheAdapter:
             refs[self.name] = sorted(set(refs.get(self.name, [])) | set(digests))
             return replace(r, erased_refs=refs)
 
-        self.platform.requests.update_record(subject.request_id, add)
+        self.requests.update_record(subject.request_id, add)
 
     def remaining(self, subject: Subject, record: RequestRecord, bound: Bound | None, beat: Beat) -> Remaining:
         recorded = (record.erased_refs or {}).get(self.name)
@@ -142,7 +142,7 @@ class ResponseCacheAdapter:
                 if sealed is None:
                     continue
                 try:
-                    data = json.loads(self.platform.keys.decrypt(bytes(sealed), key.encode()))
+                    data = json.loads(self.keys.decrypt(bytes(sealed), key.encode()))
                 except DataKeyShredded:  # unreadable for good: nothing of it can be quoted again
                     continue
                 prompt, response = str(data["prompt"]), str(data["response"])
@@ -167,7 +167,7 @@ class ResponseCacheAdapter:
             if sealed is None:
                 continue
             try:
-                data = json.loads(self.platform.keys.decrypt(bytes(sealed), key.encode()))
+                data = json.loads(self.keys.decrypt(bytes(sealed), key.encode()))
             except DataKeyShredded:
                 continue
             texts = (str(data["prompt"]), str(data["response"]))
@@ -176,7 +176,7 @@ class ResponseCacheAdapter:
 
     def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
         client = self.cache.client
-        sk = subject_key(self.platform.config.subject_secret, app_name, user_id)
+        sk = subject_key(self.secret, app_name, user_id)
         index = client.zrange(index_key(app_name, sk), 0, -1, withscores=True)
         digest = hashlib.sha256()
         for member, score in index:

@@ -39,6 +39,7 @@ import valkey
 from stores.privacy.identity import derived_key, key_part, subject_key, validate_subject_key
 
 if TYPE_CHECKING:
+    from stores.adapters.context import StoreContext
     from stores.ledgers.tombstones import TombstoneLedger
     from stores.privacy.keys import DataKeyStore
 
@@ -210,3 +211,14 @@ class ResponseCache:
                 yield list(keys)
             if int(cursor) == 0:
                 return
+
+
+def shared_cache(context: StoreContext) -> ResponseCache:
+    """The context's response cache (one connection per process; ``AdapterNotConfigured`` without
+    ``cache_url``)."""
+    url = context.required("cache_url", "response cache")
+    return context.shared(
+        "response_cache",
+        lambda: ResponseCache.connect(url, context.keys, context.ledger, context.subject_secret),
+        ResponseCache.close,
+    )

@@ -21,11 +21,11 @@ from stores.adapters.common import belongs_to, chunks, digest
 from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
 from stores.adapters.tombstone_reads import erased_session_ids
 from stores.privacy.redaction import sensitive
-from stores.sessions.adk_tables import SessionCounts
+from stores.sessions.adk_tables import SessionCounts, SessionStore
 
 if TYPE_CHECKING:
+    from stores.adapters.context import StoreContext
     from stores.books.request_record import RequestRecord
-    from stores.platform import Platform
 
 BATCH = 50
 
@@ -33,9 +33,9 @@ BATCH = 50
 class SessionReads:
     """The verifier's queries (ADK's primary-key prefixes and the ``erasure_*`` session-id indexes)."""
 
-    def __init__(self, platform: Platform) -> None:
-        self._pool = platform.pool
-        self._secret = platform.config.subject_secret
+    def __init__(self, context: StoreContext) -> None:
+        self._pool = context.pool
+        self._secret = context.subject_secret
 
     def user_session_rows(self, app_name: str, stored: Sequence[str]) -> dict[str, int]:
         """Rows filed under any of ``stored`` (``user_id`` column values: the subject key, the raw id)."""
@@ -80,16 +80,18 @@ class SessionsAdapter:
         "sealed, key destroyed; subject key (no raw id), session ids, state keys and timestamps in clear",
     )
 
-    def __init__(self, platform: Platform) -> None:
-        self.platform = platform
-        self.reads = SessionReads(platform)
+    def __init__(self, context: StoreContext) -> None:
+        self.pool, self.secret = context.pool, context.subject_secret
+        self.ledger, self.requests = context.ledger, context.requests
+        self.sessions = SessionStore(context.pool, context.subject_secret)
+        self.reads = SessionReads(context)
 
     def _belongs(self, subject: Subject) -> Callable[[str], bool]:
-        return belongs_to(self.platform.config.subject_secret, subject.app_name, subject.subject_key)
+        return belongs_to(self.secret, subject.app_name, subject.subject_key)
 
     def locate(self, subject: Subject) -> dict[str, int]:
         """Sessions and the ``user_states`` row under (app, user), each probe stopped at 1,000 rows."""
-        with self.platform.pool.connection() as conn:
+        with self.pool.connection() as conn:
             row = conn.execute(
                 "SELECT"
                 " (SELECT count(*) FROM (SELECT 1 FROM sessions WHERE app_name = %(a)s AND user_id = ANY(%(u)s)"
@@ -103,11 +105,11 @@ class SessionsAdapter:
 
     def erase(self, subject: Subject, cursor: Mapping[str, Any], beat: Beat) -> dict[str, int]:
         user_id = _known(subject)
-        store, ledger = self.platform.sessions, self.platform.ledger
+        store, ledger = self.sessions, self.ledger
         with sensitive(user_id):
             ids = store.session_ids(subject.app_name, user_id)
             tombstoned = ledger.mark_sessions(subject.app_name, ids, subject.subject_key, subject.request_id)
-            self.platform.requests.merge_record(
+            self.requests.merge_record(
                 subject.request_id, erased_sessions=ledger.session_digests_of(subject.subject_key)
             )
             sessions, events, batches = (int(cursor.get(k, 0)) for k in ("sessions", "events", "batches"))
@@ -143,39 +145,39 @@ class SessionsAdapter:
         """The second sweep (``before=None``, raw id known): every session of the user again. Scheduled
         sweeps: rows under a tombstoned session id whose user hashes to the subject, and the sessions of
         every such user and of the subject key created before the erasure."""
-        platform, app, sk = self.platform, subject.app_name, subject.subject_key
+        app, sk = subject.app_name, subject.subject_key
         counts = SessionCounts()
         if before is None:
             user_id = _known(subject)
             with sensitive(user_id):
-                ids = platform.sessions.session_ids(app, user_id)
-                platform.ledger.mark_sessions(app, ids, sk, subject.request_id)
+                ids = self.sessions.session_ids(app, user_id)
+                self.ledger.mark_sessions(app, ids, sk, subject.request_id)
                 if ids:
-                    digests = set(platform.ledger.session_digests_of(sk))
-                    platform.requests.update_record(
+                    digests = set(self.ledger.session_digests_of(sk))
+                    self.requests.update_record(
                         subject.request_id,
                         lambda r: _with_sessions(r, digests),
                     )
-                counts += platform.sessions.erase_sessions(app, user_id, ids)
-                counts += platform.sessions.erase_user_state(app, user_id)
+                counts += self.sessions.erase_sessions(app, user_id, ids)
+                counts += self.sessions.erase_user_state(app, user_id)
             return Swept(_session_counts(counts))
         belongs = self._belongs(subject)
-        owners = platform.sessions.owners_of_session_ids(app, platform.ledger.sessions_of(sk), belongs)
+        owners = self.sessions.owners_of_session_ids(app, self.ledger.sessions_of(sk), belongs)
         stored_ids = set(owners) | {sk}
         with sensitive(*(stored_ids - {sk})):
             for stored in sorted(stored_ids):
                 ids = sorted(
                     set(owners.get(stored, []))
-                    | set(platform.sessions.session_ids_created_before_stored(app, stored, before))
+                    | set(self.sessions.session_ids_created_before_stored(app, stored, before))
                 )
-                platform.ledger.mark_sessions(app, ids, sk, subject.request_id)
-                counts += platform.sessions.erase_sessions_dated_before_stored(app, stored, ids, before)
-                counts += platform.sessions.erase_user_state_before_stored(app, stored, before)
+                self.ledger.mark_sessions(app, ids, sk, subject.request_id)
+                counts += self.sessions.erase_sessions_dated_before_stored(app, stored, ids, before)
+                counts += self.sessions.erase_user_state_before_stored(app, stored, before)
         return Swept(_session_counts(counts))
 
     def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
-        stored = self.platform.sessions.stored_ids(app_name, user_id)
-        with self.platform.pool.connection() as conn:
+        stored = self.sessions.stored_ids(app_name, user_id)
+        with self.pool.connection() as conn:
             sessions = conn.execute(
                 "SELECT user_id, id, state::text, create_time, update_time FROM sessions "
                 "WHERE app_name=%s AND user_id = ANY(%s) ORDER BY user_id, id",

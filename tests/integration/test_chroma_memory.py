@@ -207,7 +207,7 @@ def test_a_scheduled_sweep_removes_what_predates_the_erasure_and_keeps_what_came
 def test_the_check_fails_closed_without_the_step_record_or_the_backend_root(platform: Platform, tmp_path: Path) -> None:
     app = "chroma-closed"
     user = user_ids(1, 504, prefix="chroma")[0]
-    adapter = ChromaMemoryAdapter(platform)
+    adapter = ChromaMemoryAdapter(platform.store_context)
     subject = open_request(platform, app, user)
     record = platform.requests.record(subject.request_id)
     assert adapter.remaining(subject, record, None, lambda _d: None).missing  # the step never ran
@@ -223,7 +223,7 @@ def test_a_backend_never_written_to_still_verifies(platform: Platform, tmp_path:
     so an erasure's check passes instead of failing closed on a missing root (which is kept for a verifier
     pointed at the wrong place)."""
     root = tmp_path / "fresh-chroma"
-    adapter = ChromaMemoryAdapter(platform)
+    adapter = ChromaMemoryAdapter(platform.store_context)
     adapter.store = ChromaMemory(str(root), platform.keys, platform.ledger, platform.config.subject_secret)
     adapter.reads.root = root
     assert root.is_dir()

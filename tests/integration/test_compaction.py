@@ -77,7 +77,7 @@ async def test_compaction_removes_the_erased_users_bytes_from_the_volume_files(
     # the API, and their bytes are still in the volume files
     no_compaction = build_platform(local_stack, s3_compaction_url=None)
     try:
-        adapter = CompactionAdapter(no_compaction)
+        adapter = CompactionAdapter(no_compaction.store_context)
         assert adapter.disposition == NOT_OFFERED
         _request, plain = await erase_with(saga, registry_with(saga.platform, adapter), APP, uncompacted)
     finally:
@@ -123,7 +123,7 @@ async def test_compaction_removes_the_erased_users_bytes_from_the_volume_files(
 
 def test_a_request_that_deleted_no_object_is_covered_without_a_compaction(platform: Platform) -> None:
     subject = open_request(platform, APP, user_ids(1, 142, prefix="none")[0])
-    adapter = CompactionAdapter(platform)
+    adapter = CompactionAdapter(platform.store_context)
     assert adapter.disposition == OFFERED
     counts = adapter.erase(subject, {}, lambda _d: None)
     assert counts == {"compactions_run": 0, "volumes_compacted": 0, "volumes_read_only": 0}
@@ -132,13 +132,13 @@ def test_a_request_that_deleted_no_object_is_covered_without_a_compaction(platfo
 
 def test_a_request_whose_compaction_never_ran_fails_its_check(platform: Platform) -> None:
     subject = open_request(platform, APP, user_ids(1, 143, prefix="missing")[0])
-    remaining = CompactionAdapter(platform).remaining(subject, None, None, lambda _d: None)  # type: ignore[arg-type]
+    remaining = CompactionAdapter(platform.store_context).remaining(subject, None, None, lambda _d: None)  # type: ignore[arg-type]
     assert remaining.counts == {"object_store_not_covered": 1}
     with platform.pool.connection() as conn:  # nor does another request's record, or a vacuum's, count
         conn.execute(
             "INSERT INTO physical_cleanup (request_id, table_name) VALUES (%s, 'events'), (%s, %s)",
             (subject.request_id, f"other-{uuid.uuid4().hex}", TARGET),
         )
-    assert CompactionAdapter(platform).remaining(subject, None, None, lambda _d: None).counts == {  # type: ignore[arg-type]
+    assert CompactionAdapter(platform.store_context).remaining(subject, None, None, lambda _d: None).counts == {  # type: ignore[arg-type]
         "object_store_not_covered": 1
     }

@@ -70,5 +70,5 @@ def test_a_marker_whose_volume_server_cannot_be_named_fails_instead_of_passing(l
 
 
 def test_the_local_stacks_compaction_waits_on_the_marker(platform: Platform) -> None:
-    adapter = CompactionAdapter(platform)
+    adapter = CompactionAdapter(platform.store_context)
     assert adapter.queue is not None  # wired from the settings: the local filer, beside the local master

@@ -223,7 +223,11 @@ class CompactionRunsNothing(CompactionAdapter):
 async def test_a_vacuum_step_that_records_coverage_without_vacuuming_fails_its_check(
     saga: SagaHarness, local_stack: Settings, no_autovacuum: None, plant: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    adapter = VacuumRecordsOnly(saga.platform) if plant == "records_only" else VacuumAdapter(saga.platform)
+    adapter = (
+        VacuumRecordsOnly(saga.platform.store_context)
+        if plant == "records_only"
+        else VacuumAdapter(saga.platform.store_context)
+    )
     if plant == "runs_nothing":
         monkeypatch.setattr(vacuum_module, "_vacuum", no_vacuum)
     platform = saga.platform
@@ -390,8 +394,8 @@ def test_a_retried_step_keeps_its_evidence_and_a_later_deletion_needs_a_later_pa
     and still passes; a deletion marked after it (a sweep) fails the check until a later pass reads the
     store again and covers it."""
     adapters: list[tuple[VacuumAdapter | CompactionAdapter, dict[str, int], str]] = [
-        (VacuumAdapter(platform), {"user_states": 1}, "tables_not_vacuumed"),
-        (CompactionAdapter(platform), {"artifacts": 1}, "object_store_not_covered"),
+        (VacuumAdapter(platform.store_context), {"user_states": 1}, "tables_not_vacuumed"),
+        (CompactionAdapter(platform.store_context), {"artifacts": 1}, "object_store_not_covered"),
     ]
     for adapter, found, count in adapters:
         subject = open_request(platform, APP, user_ids(1, 2816, prefix=f"pretry{adapter.name}")[0])

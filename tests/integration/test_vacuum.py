@@ -61,7 +61,7 @@ async def test_the_saga_vacuums_as_its_own_step_and_the_receipt_gives_each_store
 
 
 def test_concurrent_erasures_share_one_vacuum_and_every_request_is_covered(platform: Platform) -> None:
-    adapter = VacuumAdapter(platform)
+    adapter = VacuumAdapter(platform.store_context)
     subjects = [open_request(platform, "vacuum-share", u) for u in user_ids(2, 132, prefix="share")]
     for s in subjects:  # as if their memory steps had found rows to delete
         platform.requests.update_record(s.request_id, lambda r: replace(r, found_at_start={"memory_rows": 3}))
@@ -99,7 +99,7 @@ def test_concurrent_erasures_share_one_vacuum_and_every_request_is_covered(platf
 
 def test_a_request_that_deleted_nothing_is_covered_without_a_vacuum(platform: Platform) -> None:
     subject = open_request(platform, "vacuum-none", user_ids(1, 134, prefix="none")[0])
-    adapter = VacuumAdapter(platform)
+    adapter = VacuumAdapter(platform.store_context)
     before = _vacuum_counts(platform)
     assert adapter.erase(subject, {}, lambda _d: None) == {"tables_vacuumed": 0, "tables_covered": 0}
     assert _vacuum_counts(platform) == before
@@ -108,5 +108,5 @@ def test_a_request_that_deleted_nothing_is_covered_without_a_vacuum(platform: Pl
 
 def test_a_request_whose_vacuum_never_ran_fails_its_check(platform: Platform) -> None:
     subject = open_request(platform, "vacuum-missing", user_ids(1, 133, prefix="missing")[0])
-    remaining = VacuumAdapter(platform).remaining(subject, None, None, lambda _d: None)  # type: ignore[arg-type]
+    remaining = VacuumAdapter(platform.store_context).remaining(subject, None, None, lambda _d: None)  # type: ignore[arg-type]
     assert remaining.counts == {"tables_not_vacuumed": len(TABLES)}

@@ -18,6 +18,7 @@ from google.adk.events.event import Event
 from google.adk.memory.memory_entry import MemoryEntry
 from google.genai import types
 
+from stores.adapters.interface import Seeded
 from stores.logs.archive import LogLine
 from stores.platform import Platform
 
@@ -131,6 +132,8 @@ class SeedReport:
     users: list[UserSeed]
     summaries: int = 0
     log_segments: int = 0
+    #: what the stores' own seed hooks wrote (``Seeded`` adapters), by store, summed over the users
+    stores: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def _sentence(rng: random.Random, words: Sequence[str], templates: Sequence[str]) -> str:
@@ -315,7 +318,25 @@ async def seed_platform(
     for w, lines in sorted(windows.items()):
         platform.logs.ship(lines, start + timedelta(minutes=5 * w), shard=rng.randint(0, 3))
     report.log_segments = len(windows)
+    report.stores = _seed_stores(platform, app_name, users, seed)
     return report
+
+
+def _seed_stores(platform: Platform, app_name: str, users: Sequence[str], seed: int) -> dict[str, dict[str, int]]:
+    """Each registered store with a seed hook (``Seeded``) writes its demo data of every user, from a random
+    generator of its own (so no other store's seeded data changes when a store is added)."""
+    if not platform.adapters_wired:
+        return {}
+    written: dict[str, dict[str, int]] = {}
+    for adapter in platform.adapters.in_order():
+        if not isinstance(adapter, Seeded):
+            continue
+        rng = random.Random(f"{seed}:{app_name}:{adapter.name}")  # noqa: S311 - synthetic data, not crypto
+        counts = written.setdefault(adapter.name, {})
+        for user_id in users:
+            for kind, n in adapter.seed(app_name, user_id, rng).items():
+                counts[kind] = counts.get(kind, 0) + n
+    return written
 
 
 def _cross_user_summaries(platform: Platform, app_name: str, users: Sequence[UserSeed], rng: random.Random) -> int:
