@@ -33,6 +33,7 @@ def test_the_built_in_adapters_are_registered_by_entry_point() -> None:
         "keys": "stores.keys.adapter:KeysAdapter",
         "response_cache": "stores.response_cache.adapter:ResponseCacheAdapter",
         "chroma_memory": "stores.chroma.adapter:ChromaMemoryAdapter",
+        "qdrant_memory": "stores.qdrant.adapter:QdrantMemoryAdapter",
         "vacuum": "stores.physical.vacuum:VacuumAdapter",
         "compaction": "stores.physical.compaction:CompactionAdapter",
     }
