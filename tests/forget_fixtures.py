@@ -9,7 +9,7 @@ from google.adk.events.event import Event
 from google.adk.sessions import Session
 from google.genai import types
 
-from stores.forgetting.tools import Filer
+from stores.operations.forget_tools import Filer
 from stores.platform import Platform
 from tests.saga_harness import SagaHarness
 from workers.forget_service import file_forget

@@ -7,7 +7,7 @@ from the user's rows (ids only) and the live forget tombstones (no text). ``--js
 document (stable keys, ISO times) to stdout, or ``--out FILE`` (created owner-only). Reads only.
 
 ``erasure memory retire-idle --app A --idle-days N`` ingests each session idle for N days into memory, then
-deletes its artifacts and the session (``stores.lifecycle.session_retirement``); ``--dry-run`` counts only.
+deletes its artifacts and the session (``stores.operations.session_retirement``); ``--dry-run`` counts only.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def _progress_line(counts: Any) -> str:
 
 def _retire_idle(args: argparse.Namespace, settings: Settings) -> int:
     from stores.infra.errors import InvalidIdentifier
-    from stores.lifecycle.session_retirement import retire_idle_sessions
+    from stores.operations.session_retirement import retire_idle_sessions
     from stores.privacy.identity import validate_app_name
 
     try:

@@ -1,3 +1,3 @@
-"""The memory lifecycle's platform-side jobs: retention expiry and retiring idle sessions (replaying the lifecycle
-journal after a restore is an operation over every store: ``stores.operations.lifecycle_replay``).
+"""The memory lifecycle's platform-side jobs: retention expiry (retiring idle sessions and replaying the lifecycle
+journal reach every store, so they are operations: ``stores.operations``).
 """

@@ -1,5 +1,6 @@
-"""Operations over every store of the platform (through ``stores.platform.Platform``): the scheduled late-writer sweep,
-restore replay, fingerprints, presence probes and the memory view.
+"""Operations over every store of the platform (through ``stores.platform.Platform``): the scheduled late-writer
+sweep, restore replay, lifecycle journal replay, retiring idle sessions, the agent's forgetting tools,
+fingerprints, presence probes, the memory view and preparing the database.
 
 The top layer of ``stores``.
 """

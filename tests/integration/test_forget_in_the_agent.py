@@ -20,8 +20,8 @@ from google.adk.tools import load_memory
 from google.genai import types
 from pydantic import Field
 
-from stores.forgetting.tools import ForgetTools, redact_forgotten
 from stores.ledgers.forget_tombstones import REDACTED
+from stores.operations.forget_tools import ForgetTools, redact_forgotten
 from tests.forget_fixtures import data_subject_filer, ingest, make_sessions, recall
 from tests.saga_harness import SagaHarness
 from workers.forget_service import forget_result

@@ -29,7 +29,7 @@ from google.adk.tools import load_memory
 from google.genai import types
 from pydantic import Field
 
-from stores.forgetting.tools import ForgetTools, redact_forgotten
+from stores.operations.forget_tools import ForgetTools, redact_forgotten
 from stores.privacy.identity import subject_key
 from tests.forget_fixtures import data_subject_filer, recall
 from tests.saga_harness import SagaHarness

@@ -25,9 +25,9 @@ from google.adk.sessions import Session
 from google.genai import types
 
 from stores.artifacts.bucket import session_prefix
-from stores.lifecycle.session_retirement import retire_idle_sessions
 from stores.memory.rows import NewMemory
 from stores.operations.fingerprint import snapshot
+from stores.operations.session_retirement import retire_idle_sessions
 from stores.platform import Platform
 from stores.privacy.identity import session_ref, subject_key
 from tests.forget_fixtures import make_sessions

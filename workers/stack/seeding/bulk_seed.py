@@ -64,15 +64,15 @@ from stores.privacy.keys import DataKeyStore
 from stores.sessions.sealing import RowSealer
 from workers.stack.seeding.bulk_puts import PutProcess
 from workers.stack.seeding.seeder import (
-    _AGENT,
-    _CITIES,
-    _TEMPLATES,
-    _TOPICS,
+    AGENT_REPLIES,
+    CITIES,
     SIZES,
+    TEMPLATES,
+    TOPICS,
     Size,
     UserSeed,
-    _log_lines,
     coined_word,
+    planned_log_lines,
 )
 
 if TYPE_CHECKING:
@@ -144,9 +144,9 @@ def plan_user(app_name: str, user_id: str, subject: str, shape: Size, seed: int,
         again a few times, then given a coined word of its own (a template has few variants)."""
         for attempt in range(100):
             text = rng.choice(templates).format(
-                city=rng.choice(_CITIES),
+                city=rng.choice(CITIES),
                 word=rng.choice(words),
-                topic=rng.choice(_TOPICS),
+                topic=rng.choice(TOPICS),
                 digits=rng.randint(1000, 9999),
             )
             if attempt >= 5:
@@ -161,11 +161,11 @@ def plan_user(app_name: str, user_id: str, subject: str, shape: Size, seed: int,
     sessions: list[PlannedSession] = []
     for s in range(shape.sessions):
         created = begin + timedelta(minutes=30 * s)
-        sid, topic, city = _uuid(rng), rng.choice(_TOPICS), rng.choice(_CITIES)
+        sid, topic, city = _uuid(rng), rng.choice(TOPICS), rng.choice(CITIES)
         events = []
         for e in range(shape.events_per_session):
             author = "user" if e % 2 == 0 else "support_agent"
-            text = fresh(_TEMPLATES if author == "user" else _AGENT)
+            text = fresh(TEMPLATES if author == "user" else AGENT_REPLIES)
             events.append(
                 Event(
                     id=_uuid(rng),
@@ -176,13 +176,13 @@ def plan_user(app_name: str, user_id: str, subject: str, shape: Size, seed: int,
                 )
             )
         sessions.append(PlannedSession(sid, topic, city, created, events))
-    facts = [(uuid.UUID(_uuid(rng)), fresh(_TEMPLATES)) for _ in range(shape.facts)]
+    facts = [(uuid.UUID(_uuid(rng)), fresh(TEMPLATES)) for _ in range(shape.facts)]
     artifacts: list[tuple[str, str | None, list[str]]] = []
     for a in range(shape.artifacts):
         user_scoped = a % 4 == 3 or not sessions
         filename = f"user:profile-{a}.txt" if user_scoped else f"upload-{a}.txt"
         session_id = None if user_scoped else sessions[a % len(sessions)].id
-        texts = [f"v{v} " + fresh(_TEMPLATES) for v in range(shape.versions)]
+        texts = [f"v{v} " + fresh(TEMPLATES) for v in range(shape.versions)]
         artifacts.append((filename, session_id, texts))
     return UserPlan(app_name, user_id, subject, words, sessions, facts, artifacts)
 
@@ -431,7 +431,7 @@ class BulkSeeder:
         """The chunk's log lines (``workers.stack.seeding.seeder``'s, for these users), one segment per log window."""
         seeds = [UserSeed(self.app, p.user_id, signature_words=p.words) for p in plans]
         rng = random.Random(f"bulk-logs:{self.seed}:{plans[0].user_id}")  # noqa: S311 - synthetic data
-        windows = _log_lines(seeds, self.shape, rng, window)
+        windows = planned_log_lines(seeds, self.shape, rng, window)
         planned = [segment_key(window + timedelta(minutes=5 * w), shard) for w in windows]
         with self.platform.pool.connection() as conn:
             taken = conn.execute("SELECT count(*) FROM log_segments WHERE segment_key = ANY(%s)", (planned,)).fetchone()

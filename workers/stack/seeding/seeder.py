@@ -88,9 +88,9 @@ _SYLLABLES = [
     "gri",
     "lux",
 ]
-_CITIES = ["Lisbon", "Tampere", "Ghent", "Porto", "Aarhus", "Leeds", "Utrecht", "Graz", "Bergen", "Cork"]
-_TOPICS = ["inhaler refill", "billing dispute", "delivery address", "appointment", "password reset", "refund"]
-_TEMPLATES = [
+CITIES = ["Lisbon", "Tampere", "Ghent", "Porto", "Aarhus", "Leeds", "Utrecht", "Graz", "Bergen", "Cork"]
+TOPICS = ["inhaler refill", "billing dispute", "delivery address", "appointment", "password reset", "refund"]
+TEMPLATES = [
     "my daughter has asthma so please send the replacement inhaler to my sister in {city}",
     "I ordered the {word} kit last week and it still has not arrived in {city}",
     "can you move my appointment about the {topic} to next Tuesday",
@@ -98,7 +98,7 @@ _TEMPLATES = [
     "please remember that I prefer email and my {word} plan renews in May",
     "the {topic} case from {city} is still open, reference {word}",
 ]
-_AGENT = [
+AGENT_REPLIES = [
     "I have noted the {topic} request and will follow up",
     "Thanks, I updated the record for the {topic}",
     "The {word} item is now scheduled for delivery",
@@ -138,9 +138,9 @@ class SeedReport:
 
 def _sentence(rng: random.Random, words: Sequence[str], templates: Sequence[str]) -> str:
     return rng.choice(templates).format(
-        city=rng.choice(_CITIES),
+        city=rng.choice(CITIES),
         word=rng.choice(words),
-        topic=rng.choice(_TOPICS),
+        topic=rng.choice(TOPICS),
         digits=rng.randint(1000, 9999),
     )
 
@@ -161,15 +161,15 @@ async def seed_user(
                 user_id=user_id,
                 session_id=sid,
                 state={
-                    "topic": rng.choice(_TOPICS),
-                    "user:preferred_city": rng.choice(_CITIES),
+                    "topic": rng.choice(TOPICS),
+                    "user:preferred_city": rng.choice(CITIES),
                     "app:tier": "eu",
                 },
             )
             seed.session_ids.append(sid)
             for e in range(size.events_per_session):
                 author = "user" if e % 2 == 0 else "support_agent"
-                text = _sentence(rng, words, _TEMPLATES if author == "user" else _AGENT)
+                text = _sentence(rng, words, TEMPLATES if author == "user" else AGENT_REPLIES)
                 event = Event(
                     invocation_id=f"inv-{s}-{e // 2}",
                     author=author,
@@ -184,7 +184,7 @@ async def seed_user(
         if size.facts:
             facts = [
                 MemoryEntry(
-                    content=types.Content(role="user", parts=[types.Part(text=_sentence(rng, words, _TEMPLATES))]),
+                    content=types.Content(role="user", parts=[types.Part(text=_sentence(rng, words, TEMPLATES))]),
                     author="extractor",
                     custom_metadata={"kind": "fact"},
                 )
@@ -210,7 +210,7 @@ async def _seed_artifacts(platform: Platform, seed: UserSeed, size: Size, rng: r
         filename = f"user:profile-{a}.txt" if user_scoped else f"upload-{a}.txt"
         session_id = None if user_scoped else seed.session_ids[a % len(seed.session_ids)]
         for v in range(size.versions):
-            text = f"v{v} " + _sentence(rng, seed.signature_words, _TEMPLATES)
+            text = f"v{v} " + _sentence(rng, seed.signature_words, TEMPLATES)
             await svc.save_artifact(
                 app_name=seed.app_name,
                 user_id=seed.user_id,
@@ -227,8 +227,8 @@ def _seed_cache(platform: Platform, seed: UserSeed, size: Size, rng: random.Rand
         return
     cache = platform.response_cache
     for n in range(size.cached_responses):
-        prompt = f"q{n} " + _sentence(rng, seed.signature_words, _TEMPLATES)
-        answer = "Here is what I found: " + _sentence(rng, seed.signature_words, _AGENT)
+        prompt = f"q{n} " + _sentence(rng, seed.signature_words, TEMPLATES)
+        answer = "Here is what I found: " + _sentence(rng, seed.signature_words, AGENT_REPLIES)
         if cache.put(seed.app_name, seed.user_id, prompt, answer):
             seed.cached_responses += 1
 
@@ -243,7 +243,7 @@ def _seed_chroma(platform: Platform, seed: UserSeed, size: Size) -> None:
 
     rng = random.Random(f"{seed.user_id}:chroma")  # noqa: S311 - synthetic data, not secrets
     facts = [
-        NewMemory(seed.app_name, seed.user_id, _sentence(rng, seed.signature_words, _TEMPLATES), kind="fact")
+        NewMemory(seed.app_name, seed.user_id, _sentence(rng, seed.signature_words, TEMPLATES), kind="fact")
         for _ in range(size.chroma_memories - 1)
     ]
     summary = NewMemory(
@@ -256,7 +256,9 @@ def _seed_chroma(platform: Platform, seed: UserSeed, size: Size) -> None:
     seed.chroma_memories += platform.chroma_memory.add([*facts, summary])
 
 
-def _log_lines(seeds: Sequence[UserSeed], size: Size, rng: random.Random, start: datetime) -> dict[int, list[LogLine]]:
+def planned_log_lines(
+    seeds: Sequence[UserSeed], size: Size, rng: random.Random, start: datetime
+) -> dict[int, list[LogLine]]:
     """Lines per window index; every user gets lines in ``size.log_segments`` windows."""
     windows: dict[int, list[LogLine]] = {}
     for seed in seeds:
@@ -266,7 +268,7 @@ def _log_lines(seeds: Sequence[UserSeed], size: Size, rng: random.Random, start:
                 kind = n % 3
                 if kind == 0:
                     line = LogLine(
-                        ts, seed.app_name, seed.user_id, "info", f"turn completed topic={rng.choice(_TOPICS)}"
+                        ts, seed.app_name, seed.user_id, "info", f"turn completed topic={rng.choice(TOPICS)}"
                     )
                 elif kind == 1:
                     line = LogLine(
@@ -274,7 +276,7 @@ def _log_lines(seeds: Sequence[UserSeed], size: Size, rng: random.Random, start:
                         seed.app_name,
                         seed.user_id,
                         "info",
-                        "request body: " + _sentence(rng, seed.signature_words, _TEMPLATES),
+                        "request body: " + _sentence(rng, seed.signature_words, TEMPLATES),
                     )
                 else:
                     line = LogLine(
@@ -314,7 +316,7 @@ async def seed_platform(
     if summaries and len(report.users) >= 2:
         report.summaries = _cross_user_summaries(platform, app_name, report.users, rng)
     start = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(hours=rng.randint(0, 24 * 300))
-    windows = _log_lines(report.users, size, rng, start)
+    windows = planned_log_lines(report.users, size, rng, start)
     for w, lines in sorted(windows.items()):
         platform.logs.ship(lines, start + timedelta(minutes=5 * w), shard=rng.randint(0, 3))
     report.log_segments = len(windows)

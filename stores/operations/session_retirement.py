@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from stores.platform import Platform
     from stores.sessions.sealed_service import SealedSessionService
 
-log = structlog.get_logger("stores.lifecycle.session_retirement")
+log = structlog.get_logger("stores.operations.session_retirement")
 PAGE = 100
 
 
