@@ -3,7 +3,8 @@ process's adapter registry (entry points ``erasure.adapters``, each factory give
 ``StoreContext``: never the platform itself).
 
 Production code: nothing here imports the local stack (``workers/stack``, psutil, pgserver, moto). The one
-local-only lookup, the KMS key that ``erasure stack up`` created, is imported lazily in local mode.
+local-only lookup, the KMS key that ``erasure stack up`` created, is read from the state directory
+(``workers.kms_key``) in local mode only.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from stores.infra.outbound import parse_allowlist
 from stores.memory.lifecycle_rules import Caps
 from stores.platform import Platform, PlatformConfig
 from workers.errors import ConfigError
+from workers.kms_key import resolve_kms_key_id
 from workers.local_secrets import Secrets, load_secrets
 from workers.settings import PREFIX, Settings
 
@@ -38,8 +40,6 @@ def kms_key_id(settings: Settings) -> str:
         return settings.kms_key_id
     if settings.production:
         raise ConfigError("ERASURE_KMS_KEY_ID is not set (required in production)")
-    from workers.stack.launcher import resolve_kms_key_id  # local stack only
-
     return resolve_kms_key_id(settings)
 
 

@@ -14,12 +14,11 @@ from botocore.exceptions import ClientError
 from stores.infra.aws_clients import s3_client
 from stores.operations.database import prepare_database
 from workers.errors import StackError
-from workers.local_kms import read_key_id
+from workers.kms_key import resolve_kms_key_id
 from workers.local_secrets import create_local_secrets
 from workers.settings import Settings
 from workers.stack.app_parts import app_parts
 from workers.stack.parts import (
-    KmsPart,
     Part,
     PartStatus,
     all_parts,
@@ -35,15 +34,6 @@ Echo = Callable[[str], None]
 #: erasure must then remove every version and delete marker, not just the current object.
 def bucket_plan(settings: Settings) -> dict[str, bool]:
     return {settings.artifact_bucket: True, settings.log_bucket: True, settings.receipt_bucket: False}
-
-
-def resolve_kms_key_id(settings: Settings) -> str:
-    if settings.kms_key_id:
-        return settings.kms_key_id
-    key_id = read_key_id(KmsPart(settings).key_state)
-    if not key_id:
-        raise StackError("no KMS key configured: set ERASURE_KMS_KEY_ID or run 'erasure stack up'")
-    return key_id
 
 
 def ensure_buckets(settings: Settings) -> None:

@@ -15,6 +15,7 @@ import psycopg
 
 from stores.infra.aws_clients import kms_client, s3_client
 from workers.errors import StackError
+from workers.kms_key import local_key_state
 from workers.settings import Settings
 from workers.stack.process import ManagedProcess, port_answers
 from workers.wiring import aws_endpoints as aws_endpoints  # re-exported; it lives with the production wiring
@@ -443,7 +444,7 @@ class KmsPart(Part):
 
     @property
     def key_state(self) -> Path:
-        return self.settings.state_path / "kms-key.json"
+        return local_key_state(self.settings)
 
     def process(self) -> ManagedProcess:
         port = self.settings.ports["kms"]
