@@ -29,12 +29,12 @@ from stores.privacy.identity import subject_key
 from tests.adapter_wrap import open_request
 from tests.saga_harness import SagaHarness
 from workers.stack.seeding.seeder import user_ids
+from workflows.contracts import error_types
 from workflows.contracts.erasure import (
     ERASURE_WORKFLOW,
     ApprovalPolicy,
     ErasureInput,
     PlanStep,
-    error_types,
     workflow_id,
 )
 from workflows.contracts.forget import FORGET_WORKFLOW, ForgetInput, forget_workflow_id

@@ -23,12 +23,12 @@ from stores.response_cache.cache import index_key
 from tests.adapter_wrap import open_request, record_approval
 from tests.saga_harness import SagaHarness
 from workers.stack.seeding.seeder import user_ids
+from workflows.contracts import error_types
 from workflows.contracts.erasure import (
     ERASURE_WORKFLOW,
     ErasureInput,
     PlanStep,
     SweepSubjectInput,
-    error_types,
     workflow_id,
 )
 
