@@ -34,6 +34,7 @@ from workflows.contracts.erasure import Activities
 from workflows.contracts.expiry import ExpiryActivityNames
 from workflows.contracts.forget import ForgetActivityNames, forget_workflow_id
 from workflows.contracts.key_epochs import KeyEpochActivityNames
+from workflows.contracts.physical import PhysicalActivityNames
 from workflows.contracts.reseal import ResealActivityNames
 
 #: activity name -> the kind of request whose approval it needs
@@ -77,6 +78,11 @@ PLATFORM = frozenset(
         KeyEpochActivityNames.RETIRE,
         KeyEpochActivityNames.DELETE,
         KeyEpochActivityNames.COMPACT,
+        # physical clean-up: vacuum and compact for requests the books record as finished (deleted already)
+        PhysicalActivityNames.BEGIN,
+        PhysicalActivityNames.COVER,
+        PhysicalActivityNames.ATTEST,
+        PhysicalActivityNames.WATCH,
     }
 )
 

@@ -25,6 +25,7 @@ from stores.forgetting.requests import ForgetPayload, ForgetRequestRow
 from stores.ledgers.forget_tombstones import TombstoneMatcher, journal_form
 from stores.ledgers.lifecycle_journal import LifecycleEntry
 from stores.privacy.identity import session_ref, subject_of_stored
+from verifier.receipts.attestation import file_physical
 from verifier.receipts.issuing import issue_once, software_version, verifications_json
 from verifier.receipts.signing import FORGET_SCHEMA_ID, digest, sign, signing_key
 from workflows.contracts import error_types
@@ -393,6 +394,7 @@ class ForgetActivities(PlatformActivities):
     def forget_receipt(self, inp: ForgetReceiptInput) -> ForgetReceiptRef:
         def signed() -> dict[str, Any]:
             row = self.platform.forget_requests.get(inp.request_id)
+            physical = self._physical(inp)
             body = {
                 "schema": FORGET_SCHEMA_ID,
                 "request_id": inp.request_id,
@@ -408,6 +410,7 @@ class ForgetActivities(PlatformActivities):
                 "received_at": row.received_at.isoformat(),
                 "completed_at": datetime.fromisoformat(inp.completed_at).isoformat(),
                 "verifications": verifications_json(inp.verifications),
+                "physical": physical,
                 "software": {"name": "erasure-orchestrator", "version": software_version()},
                 "issued_at": datetime.now(UTC).isoformat(),
             }
@@ -415,6 +418,13 @@ class ForgetActivities(PlatformActivities):
 
         document = issue_once(self.platform, inp.request_id, inp.subject_key, signed)
         return ForgetReceiptRef(inp.request_id, digest(document))
+
+    def _physical(self, inp: ForgetReceiptInput) -> dict[str, Any]:
+        """A completed destructive forget is filed with the platform's physical job (issue 30): its deleted
+        rows' dead tuples go at the job's next run, attested by then; a suppression deletes nothing."""
+        if inp.strength == "suppress" or inp.status != "completed":
+            return {"state": "not_needed"}
+        return file_physical(self.platform.pool, inp.request_id, "forget", self.platform.config.physical_window)
 
     @activity.defn(name=ForgetActivityNames.FINISH)
     def forget_finish(self, inp: ForgetFinish) -> None:

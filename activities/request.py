@@ -96,8 +96,12 @@ class UserText:
 
 
 def worker_plan(registry: AdapterRegistry) -> list[PlanStep]:
-    """The plan of this process's registry: every configured store, in the order their ``after`` asks."""
-    return [PlanStep(p.name, list(p.after), p.batched, p.after_sweep) for p in registry.plan]
+    """The plan of this process's registry: every configured store, in the order their ``after`` asks.
+
+    Not the physical clean-up stores (``after_sweep``: vacuum, compaction): the erasure and its receipt do
+    not wait for them; the platform's scheduled physical job covers the finished request and signs its
+    physical attestation (issue 30, ``workflows/physical.py``). Plans recorded before keep them."""
+    return [PlanStep(p.name, list(p.after), p.batched, p.after_sweep) for p in registry.plan if not p.after_sweep]
 
 
 class RequestActivities(PlatformActivities):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -71,6 +72,9 @@ class PlatformConfig:
     #: the settings of stores the platform knows nothing of (``ERASURE_<NAME>`` variables by ``name``, e.g.
     #: ``qdrant_path``): handed to their adapters through ``StoreContext.options``
     store_options: Mapping[str, str | None] = field(default_factory=dict)
+    #: the physical clean-up window: a finished request's physical attestation is owed this long after its
+    #: deletions (``stores.books.physical_pending``; the platform job covers it)
+    physical_window: timedelta = timedelta(hours=24)
 
 
 class Platform:

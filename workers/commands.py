@@ -51,6 +51,7 @@ def _worker(args: argparse.Namespace, settings: Settings) -> int:
                 settings.chaos_pause_seconds,
                 credentials=credentials,
                 deployment=deployment,
+                physical_task_queue=settings.physical_task_queue,
             )
 
     asyncio.run(main())
@@ -409,10 +410,10 @@ def _schedule(args: argparse.Namespace, settings: Settings) -> int:
 
     async def main() -> int:
         client = await connect(settings)
-        chosen = schedule.EXPIRY_SCHEDULE_ID if args.sweep == "expiry" else schedule.SCHEDULE_ID
+        chosen = schedule.BY_NAME[args.sweep]
         if args.schedule_command == "install":
             outcome = await schedule.install(client, settings)
-            print(f"schedules {schedule.SCHEDULE_ID}, {schedule.EXPIRY_SCHEDULE_ID}: {outcome}")
+            print(f"schedules {', '.join(schedule.BY_NAME.values())}: {outcome}")
         elif args.schedule_command == "list":
             views = await schedule.list_schedules(client)
             for v in views:
@@ -428,7 +429,7 @@ def _schedule(args: argparse.Namespace, settings: Settings) -> int:
             print(f"schedule {chosen}: resumed")
         else:
             await schedule.trigger(client, schedule_id=chosen)
-            print(f"schedule {chosen}: triggered (skipped if a sweep is still running)")
+            print(f"schedule {chosen}: triggered (skipped if a run is still going)")
         return 0
 
     return asyncio.run(main())
@@ -538,13 +539,15 @@ def register(sub: Any, console_commands: Callable[[Any], None] | None = None) ->
         help="after restoring a backup: re-apply every erasure and memory lifecycle transition before data goes live",
     ).set_defaults(handler=_replay_tombstones)
 
-    sc = sub.add_parser("schedule", help="manage the scheduled sweeps (late writers, retention expiry)")
+    sc = sub.add_parser(
+        "schedule", help="manage the scheduled jobs (late writers, retention expiry, key epochs, physical clean-up)"
+    )
     sc.add_argument("schedule_command", choices=["install", "list", "pause", "resume", "trigger"])
     sc.add_argument(
         "--sweep",
-        choices=["late-writer", "expiry"],
+        choices=["late-writer", "expiry", "key-epochs", "physical"],
         default="late-writer",
-        help="which schedule pause/resume/trigger act on (install and list cover both)",
+        help="which schedule pause/resume/trigger act on (install and list cover all of them)",
     )
     sc.set_defaults(handler=_schedule)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -83,8 +84,9 @@ class TemporalCredentials:
         self._tls = _digest(self.files.tls)
         self._api_key = _digest(self.files.api_key)
 
-    async def refresh(self, worker: Worker | None = None) -> Outcome:
-        """Read the files once; reconnect or replace the key if they changed (see the module)."""
+    async def refresh(self, worker: Worker | Sequence[Worker] | None = None) -> Outcome:
+        """Read the files once; reconnect or replace the key if they changed (see the module). ``worker``:
+        the process's worker, or its workers (the erasure's and the physical job's), given the new client."""
         tls, api_key = _digest(self.files.tls), _digest(self.files.api_key)
         if tls != self._tls:
             try:
@@ -93,8 +95,8 @@ class TemporalCredentials:
                 log.warning("temporal_credentials_not_reloaded", files="tls", reason=str(exc)[:300])
                 return "failed"
             self.client, self._tls, self._api_key = client, tls, api_key
-            if worker is not None:
-                worker.client = client
+            for each in () if worker is None else (worker,) if isinstance(worker, Worker) else worker:
+                each.client = client
             log.info("temporal_credentials_reloaded", files="tls", reconnected=True)
             return "reconnected"
         if api_key != self._api_key:
@@ -109,7 +111,7 @@ class TemporalCredentials:
             return "api_key"
         return "unchanged"
 
-    async def watch(self, worker: Worker | None, stop: asyncio.Event, every: float = POLL) -> None:
+    async def watch(self, worker: Worker | Sequence[Worker] | None, stop: asyncio.Event, every: float = POLL) -> None:
         """Refresh every ``every`` seconds until ``stop`` is set (nothing to watch: returns at once)."""
         if not self.files.any:
             return

@@ -1,5 +1,5 @@
-"""The Temporal Schedules of the late-writer sweep, the retention-expiry sweep and the wrapping-key epoch job:
-install (idempotent), list, pause, resume, trigger."""
+"""The Temporal Schedules of the late-writer sweep, the retention-expiry sweep, the wrapping-key epoch job and
+the physical clean-up job: install (idempotent), list, pause, resume, trigger."""
 
 from __future__ import annotations
 
@@ -24,10 +24,19 @@ from workers.settings import Settings
 from workflows.contracts.erasure import SWEEP_WORKFLOW, SweepInput
 from workflows.contracts.expiry import EXPIRY_RUN_ID, EXPIRY_WORKFLOW, ExpiryInput
 from workflows.contracts.key_epochs import KEY_EPOCH_RUN_ID, KEY_EPOCH_WORKFLOW, KeyEpochInput
+from workflows.contracts.physical import PHYSICAL_RUN_ID, PHYSICAL_WORKFLOW, PhysicalJobInput
 
 SCHEDULE_ID = "late-writer-sweep"
 EXPIRY_SCHEDULE_ID = "retention-expiry-sweep"
 KEY_EPOCH_SCHEDULE_ID = "key-epoch-rotation"
+PHYSICAL_SCHEDULE_ID = "physical-cleanup"
+#: the schedules by the name ``erasure schedule --sweep`` takes
+BY_NAME = {
+    "late-writer": SCHEDULE_ID,
+    "expiry": EXPIRY_SCHEDULE_ID,
+    "key-epochs": KEY_EPOCH_SCHEDULE_ID,
+    "physical": PHYSICAL_SCHEDULE_ID,
+}
 #: how often the key-epoch job looks (it rotates only when the current epoch is ERASURE_KEY_EPOCH_DAYS old):
 #: one of the two terms besides the period and the retention in the shredding bound (``EpochPolicy``)
 KEY_EPOCH_CHECK = timedelta(days=1)
@@ -82,12 +91,34 @@ def key_epoch_schedule(settings: Settings) -> Schedule:
     )
 
 
+def physical_input(settings: Settings) -> PhysicalJobInput:
+    return PhysicalJobInput(
+        epoch_days=settings.key_epoch_days,
+        retention_days=settings.backup_retention_days,
+        check_hours=KEY_EPOCH_CHECK.total_seconds() / 3600,
+    )
+
+
+def physical_schedule(settings: Settings) -> Schedule:
+    """The platform's physical clean-up (issue 30): every finished request's vacuum and compaction in one run,
+    one run at a time, on its own task queue; a request past its window fails the run."""
+    return Schedule(
+        action=ScheduleActionStartWorkflow(
+            PHYSICAL_WORKFLOW, physical_input(settings), id=PHYSICAL_RUN_ID, task_queue=settings.physical_task_queue
+        ),
+        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=settings.physical_interval)]),
+        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
+        state=ScheduleState(note="physical clean-up: vacuum and compaction for finished requests, attested"),
+    )
+
+
 async def install(client: Client, settings: Settings) -> str:
     """Install (or update) every scheduled job's schedule; ``created`` when any was new, else ``updated``."""
     outcomes = [
         await _install(client, SCHEDULE_ID, sweep_schedule(settings)),
         await _install(client, EXPIRY_SCHEDULE_ID, expiry_schedule(settings)),
         await _install(client, KEY_EPOCH_SCHEDULE_ID, key_epoch_schedule(settings)),
+        await _install(client, PHYSICAL_SCHEDULE_ID, physical_schedule(settings)),
     ]
     return "created" if "created" in outcomes else "updated"
 

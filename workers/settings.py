@@ -30,6 +30,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import quote, urlsplit
@@ -219,6 +220,11 @@ class Settings(BaseSettings):
     )
     temporal_api_key_file: str = Field(default="", description=_file_help("temporal_api_key"))
     task_queue: str = Field(default="erasure", min_length=1, description="Task queue of the erasure worker.")
+    physical_task_queue: str = Field(
+        default="erasure-physical",
+        min_length=1,
+        description="Task queue of the physical clean-up job (its own slots: it never takes an erasure's).",
+    )
     worker_deployment_name: str = Field(
         default="",
         description="Temporal Worker Deployment of the workers (worker versioning, see deploy/README.md): a worker "
@@ -486,6 +492,20 @@ class Settings(BaseSettings):
         "data_keys, pg_switch_wal(), CHECKPOINT), table (VACUUM FULL only: a managed database without the WAL "
         "functions) or off.",
     )
+    physical_window_minutes: float = Field(
+        default=0,
+        ge=0,
+        description="The physical clean-up window: a finished erasure or destructive forget gets its physical "
+        "attestation (vacuum and compaction done, signed) within this many minutes of its deletions, or the "
+        "physical job's watch fails and erasure_physical_overdue counts it. 0: 1440 (24 h) in production, "
+        "5 on the local stack (so make demo shows both documents).",
+    )
+    physical_interval_minutes: float = Field(
+        default=0,
+        ge=0,
+        description="How often the scheduled physical clean-up job runs (one run at a time, on the physical "
+        "task queue). 0: a quarter of the window (at least a minute).",
+    )
     chaos_pause_ms: int = Field(
         default=0,
         ge=0,
@@ -664,6 +684,19 @@ class Settings(BaseSettings):
     @property
     def production(self) -> bool:
         return self.mode == "production"
+
+    @property
+    def physical_window(self) -> timedelta:
+        """The physical clean-up window (ERASURE_PHYSICAL_WINDOW_MINUTES; 24 h in production, 5 min locally)."""
+        minutes = self.physical_window_minutes or (1440.0 if self.production else 5.0)
+        return timedelta(minutes=minutes)
+
+    @property
+    def physical_interval(self) -> timedelta:
+        """How often the physical job runs (ERASURE_PHYSICAL_INTERVAL_MINUTES; a quarter of the window)."""
+        if self.physical_interval_minutes:
+            return timedelta(minutes=self.physical_interval_minutes)
+        return max(self.physical_window / 4, timedelta(minutes=1))
 
     @property
     def state_path(self) -> Path:

@@ -81,6 +81,7 @@ def platform_config(settings: Settings, secrets: Secrets | None = None, **overri
         memory_caps=Caps(settings.memory_max_records, settings.memory_max_tokens),
         session_capture=(settings.memory_session_purpose, settings.memory_session_retention),
         store_options=store_options(),
+        physical_window=settings.physical_window,
     )
     if overrides:
         config = replace(config, **overrides)  # type: ignore[arg-type]

@@ -10,6 +10,7 @@ without batches simply finish. Activities still running when the grace period en
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -35,6 +36,7 @@ from activities.forget import ForgetActivities
 from activities.key_epochs import KeyEpochActivities
 from activities.late_sweep import LateSweepActivities
 from activities.notify import NotifyActivities
+from activities.physical_job import PhysicalJobActivities
 from activities.request import RequestActivities
 from activities.reseal import ResealActivities
 from activities.store_steps import StoreStepActivities
@@ -50,6 +52,7 @@ from workflows.erasure import ErasureWorkflow
 from workflows.expiry import ExpirySweepWorkflow
 from workflows.forget import ForgetWorkflow
 from workflows.key_epochs import KeyEpochWorkflow
+from workflows.physical import PhysicalCleanupWorkflow
 from workflows.reseal import ResealSessionsWorkflow
 from workflows.sweep import LateWriterSweepWorkflow
 
@@ -156,6 +159,35 @@ def build_worker(
     )
 
 
+#: the physical job's slots: one run at a time (its schedule skips overlaps), one store's pass at a time
+PHYSICAL_SLOTS = 2
+
+
+def build_physical_worker(
+    client: Client,
+    task_queue: str,
+    platform: Platform,
+    signing_seed: bytes,
+    *,
+    deployment: WorkerDeploymentConfig | None = None,
+) -> Worker:
+    """The physical clean-up job's worker (issue 30): its own task queue and slots, so a vacuum or a compaction
+    (and anything waiting for one) never holds an activity slot an erasure needs."""
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[PhysicalCleanupWorkflow],
+        activities=PhysicalJobActivities(platform, signing_seed).activities(),
+        activity_executor=ThreadPoolExecutor(max_workers=PHYSICAL_SLOTS, thread_name_prefix="erasure-physical"),
+        max_concurrent_activities=PHYSICAL_SLOTS,
+        graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+        interceptors=worker_interceptors(platform.approvals),
+        max_heartbeat_throttle_interval=timedelta(seconds=1),
+        default_heartbeat_throttle_interval=timedelta(seconds=1),
+        deployment_config=deployment,
+    )
+
+
 async def run_worker(
     client: Client,
     task_queue: str,
@@ -164,18 +196,28 @@ async def run_worker(
     chaos_pause: float = 0.0,
     credentials: TemporalCredentials | None = None,
     deployment: WorkerDeploymentConfig | None = None,
+    physical_task_queue: str | None = None,
 ) -> None:
     """Run until SIGTERM or SIGINT; ``credentials`` (when given) keeps the worker's client on the Temporal
-    certificate and API key files as they are now (``workers.credential_reload``)."""
+    certificate and API key files as they are now (``workers.credential_reload``). ``physical_task_queue``:
+    the physical clean-up job's worker runs beside the erasure's, on that queue with its own slots."""
     worker = build_worker(client, task_queue, platform, signing_seed, deployment=deployment, chaos_pause=chaos_pause)
+    physical = (
+        build_physical_worker(client, physical_task_queue, platform, signing_seed, deployment=deployment)
+        if physical_task_queue
+        else None
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     version = deployment.version.to_canonical_string() if deployment is not None else "unversioned"
     log.info("worker_started", task_queue=task_queue, deployment_version=version)
-    async with worker:
-        watching = asyncio.create_task(credentials.watch(worker, stop)) if credentials is not None else None
+    running = [worker] if physical is None else [worker, physical]
+    async with contextlib.AsyncExitStack() as stack:
+        for each in running:
+            await stack.enter_async_context(each)
+        watching = asyncio.create_task(credentials.watch(running, stop)) if credentials is not None else None
         await stop.wait()
         log.info("worker_stopping", graceful_seconds=GRACEFUL_SHUTDOWN.total_seconds())
         if watching is not None:

@@ -33,7 +33,7 @@ is in ``Subject.user_id`` only while the request still holds it (``None`` afterw
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -205,6 +205,28 @@ class Seeded(Protocol):
     seeded data does not change), and return counts."""
 
     def seed(self, app_name: str, user_id: str, rng: random.Random) -> dict[str, int]: ...
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Whether the store's own evidence shows a physical pass over one request's deletions (PII-free)."""
+
+    covered: bool
+    note: str = ""
+    #: what the store itself showed (counters, revisions): the attestation carries it
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class PhysicalCleanup(Protocol):
+    """The capability of a physical clean-up adapter (``after_sweep``) that the platform's physical job runs
+    (issue 30): one pass covering many finished requests, then each judged from the store's own evidence.
+    ``cover_requests`` reads the store's state as the requests' baseline (their deletions have all landed),
+    runs the pass (heartbeating ``beat``) and returns counts; ``coverage`` judges one request."""
+
+    def cover_requests(self, request_ids: Sequence[str], beat: Beat) -> dict[str, int]: ...
+
+    def coverage(self, request_id: str) -> Coverage: ...
 
 
 AdapterFactory = Callable[[StoreContext], EraseAdapter]

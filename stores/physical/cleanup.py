@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -88,6 +88,31 @@ class CleanupBooks:
             "ON CONFLICT (request_id, table_name) DO UPDATE SET vacuumed_at = now()",
             (request_id, target),
         )
+
+    def record_many(self, request_ids: Sequence[str], target: str) -> None:
+        """``target`` covered for every one of ``request_ids`` (the physical job's one run covers them all)."""
+        with self.pool.connection() as conn:
+            conn.execute(
+                "INSERT INTO physical_cleanup (request_id, table_name) SELECT r, %s FROM unnest(%s::text[]) AS r "
+                "ON CONFLICT (request_id, table_name) DO UPDATE SET vacuumed_at = now()",
+                (target, list(request_ids)),
+            )
+
+    def cover_many(
+        self,
+        target: str,
+        landed_by: datetime,
+        request_ids: Sequence[str],
+        beat: Beat,
+        run: Callable[[Connection[tuple[Any, ...]]], object],
+    ) -> int:
+        """``cover`` for many requests whose deletions had all landed by ``landed_by``: one run (or one that
+        started after ``landed_by``) covers each of them. 1 when this call ran ``run``."""
+        if not request_ids:
+            return 0
+        ran = self.cover(target, landed_by, request_ids[0], beat, run)
+        self.record_many(request_ids[1:], target)
+        return ran
 
     def cover(
         self,

@@ -33,14 +33,14 @@ that finish while one runs.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
+from stores.adapters.interface import Beat, Bound, Coverage, Disposition, Remaining, Subject, Swept
 from stores.infra.errors import CompactionIncomplete
 from stores.infra.seaweedfs import Outcome, SeaweedMaster, not_compacted
 from stores.ledgers.deletion_queue import FilerDeletionQueue, MarkerInline, SharedProbe
@@ -128,6 +128,58 @@ class CompactionAdapter:
             counts["compactions_run"] += self.books.cover(TARGET, self.books.now(), subject.request_id, beat, compact)
         done = outcomes[0] if outcomes else Outcome((), (), ())
         return {**counts, "volumes_compacted": len(done.compacted), "volumes_read_only": len(done.read_only)}
+
+    def cover_requests(self, request_ids: Sequence[str], beat: Beat) -> dict[str, int]:
+        """The physical job's pass (issue 30): once the filer's deletions reached the volumes, SeaweedFS's
+        volumes holding garbage and their revisions read once as every request's baseline, then one
+        compaction for all of them (once more where a volume shows no new revision)."""
+        ids = list(request_ids)
+        if not ids:
+            return {"offered": int(self.master is not None), "compactions_run": 0}
+        if self.master is None:
+            self.books.record_many(ids, TARGET)  # nothing to compact with
+            return {"offered": 0, "compactions_run": 0}
+        master = self.master
+        self._settle(beat)
+        with self.pool.connection() as conn:
+            taken_at = evidence.clock(conn)
+        evidence.record_baselines(self.pool, ids, TARGET, taken_at, evidence.volume_items(master.volumes()))
+
+        def compact(_conn: Connection[tuple[Any, ...]]) -> None:
+            self._compact(master)
+
+        ran = self.books.cover_many(TARGET, taken_at, ids, beat, compact)
+        if not self._judge(ids[0]).covered:
+            ran += self.books.cover_many(TARGET, self.books.now() or taken_at, ids, beat, compact)
+        return {"offered": 1, "compactions_run": ran}
+
+    def coverage(self, request_id: str) -> Coverage:
+        """SeaweedFS's own compaction revisions against the request's baseline; where the store offers no
+        compaction, covered with a note saying so."""
+        if self.master is None:
+            return Coverage(True, "the object store offers no compaction: its provider reclaims space", {})
+        kept = evidence.baselines(self.pool, request_id).get(TARGET)
+        try:
+            now = self.master.volumes()
+        except httpx.HTTPError as exc:  # fail closed: what cannot be read is not covered
+            return Coverage(False, f"volume status unreadable: {type(exc).__name__}")
+        judged = evidence.volumes_covered(self.pool, request_id, now, self.after)
+        before = kept.items if kept else {}
+        after = {
+            f"{v.node}/{v.id}": {"revision": v.compact_revision, "read_only": v.read_only}
+            for v in now.values()
+            if f"{v.node}/{v.id}" in before
+        }
+        return Coverage(
+            judged.covered,
+            judged.note(),
+            {
+                "baseline_at": kept.taken_at.isoformat() if kept else None,
+                "before": before,
+                "after": after,
+                "read_only": list(judged.read_only),
+            },
+        )
 
     def _judge(self, request_id: str) -> evidence.Judgement:
         """SeaweedFS's own compaction revisions against the request's baseline (see ``physical_evidence``)."""

@@ -151,6 +151,23 @@ def record_baseline(
     return Baseline(target, row[0], dict(row[1]))
 
 
+def record_baselines(
+    pool: ConnectionPool, request_ids: Sequence[str], target: str, taken_at: datetime, items: dict[str, Any]
+) -> None:
+    """``record_baseline`` for many requests at once (the physical job's one read covers all of them); a
+    request's existing baseline taken after its every deletion mark stays, as there."""
+    if not request_ids:
+        return
+    with pool.connection() as conn:
+        conn.execute(
+            "INSERT INTO physical_baselines AS b (request_id, target, taken_at, items) "
+            "SELECT r, %s, %s, %s FROM unnest(%s::text[]) AS r "
+            "ON CONFLICT (request_id, target) DO UPDATE SET taken_at = excluded.taken_at, items = excluded.items "
+            "WHERE b.taken_at < (SELECT max(deleted_by) FROM deletion_marks m WHERE m.request_id = b.request_id)",
+            (target, taken_at, Jsonb(items), list(request_ids)),
+        )
+
+
 def baselines(pool: ConnectionPool, request_id: str) -> dict[str, Baseline]:
     with pool.connection() as conn:
         rows = conn.execute(

@@ -19,13 +19,13 @@ Idempotent: a retry finds its tables covered (or vacuums again, harmlessly) and 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from psycopg import Connection
 
-from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
+from stores.adapters.interface import Beat, Bound, Coverage, Disposition, Remaining, Subject, Swept
 from stores.physical import evidence
 from stores.physical.cleanup import CleanupBooks, covered_targets, found_any
 
@@ -80,6 +80,41 @@ class VacuumAdapter:
                 self.books.cover(table, self.books.now(), subject.request_id, beat, _vacuum(table))
             beat({"stage": "vacuum", "tables": n + 1})
         return {"tables_vacuumed": vacuumed, "tables_covered": len(TABLES) - vacuumed}
+
+    def cover_requests(self, request_ids: Sequence[str], beat: Beat) -> dict[str, int]:
+        """The physical job's pass (issue 30): Postgres's vacuum counters read once as every request's
+        baseline (their deletions have all landed), then each table vacuumed once for all of them (or covered
+        by a vacuum that started after the baseline), once more where the counters do not show it."""
+        ids = list(request_ids)
+        if not ids:
+            return {"tables_vacuumed": 0}
+        with self.pool.connection() as conn:
+            taken_at = evidence.clock(conn)
+            stats = evidence.table_stats(conn, TABLES)
+        evidence.record_baselines(self.pool, ids, BASELINE, taken_at, evidence.table_items(stats))
+        vacuumed = 0
+        for n, table in enumerate(TABLES):
+            vacuumed += self.books.cover_many(table, taken_at, ids, beat, _vacuum(table))
+            if not evidence.tables_covered(self.pool, ids[0], (table,), self.after).covered:
+                vacuumed += self.books.cover_many(table, self.books.now() or taken_at, ids, beat, _vacuum(table))
+            beat({"stage": "vacuum", "tables": n + 1})
+        return {"tables_vacuumed": vacuumed}
+
+    def coverage(self, request_id: str) -> Coverage:
+        """Postgres's own counters against the request's baseline (``physical_evidence``)."""
+        judged = evidence.tables_covered(self.pool, request_id, TABLES, self.after)
+        kept = evidence.baselines(self.pool, request_id).get(BASELINE)
+        with self.pool.connection() as conn:
+            now = evidence.table_items(evidence.table_stats(conn, TABLES))
+        return Coverage(
+            judged.covered,
+            judged.note(),
+            {
+                "baseline_at": kept.taken_at.isoformat() if kept else None,
+                "before": kept.items if kept else {},
+                "after": now,
+            },
+        )
 
     def _baseline(self, request_id: str) -> evidence.Baseline:
         with self.pool.connection() as conn:

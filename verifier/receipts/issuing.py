@@ -12,8 +12,9 @@ from psycopg.types.json import Jsonb
 from temporalio import activity
 
 from activities.support import PlatformActivities
-from stores.adapters.registry import AdapterConfigError
+from stores.adapters.registry import AdapterConfigError, after_sweep
 from stores.platform import Platform
+from verifier.receipts.attestation import file_physical
 from verifier.receipts.signing import SCHEMA_ID, digest, document_bytes, sign, signing_key
 from workflows.contracts.erasure import Activities, ReceiptInput, ReceiptRef
 
@@ -49,11 +50,13 @@ class ReceiptActivities(PlatformActivities):
         record = row.record
         completed = datetime.fromisoformat(inp.completed_at)
         stores = list(record.stores if record.stores is not None else LEGACY_STORES)
+        physical = self.physical(inp, stores, any((record.found_at_start or {}).values()))
         return {
             "schema": SCHEMA_ID,
             # the plan's stores (requests filed before plans: the five built-in stores they ran)
             "stores": stores,
-            "dispositions": self.dispositions(stores, inp),
+            "dispositions": self.dispositions(stores, inp, physical["state"]),
+            "physical": physical,
             "request_id": inp.request_id,
             "subject_key": inp.subject_key,
             "app_name": inp.app_name,
@@ -79,9 +82,20 @@ class ReceiptActivities(PlatformActivities):
             "issued_at": datetime.now(UTC).isoformat(),
         }
 
-    def dispositions(self, stores: list[str], inp: ReceiptInput) -> list[dict[str, Any]]:
+    def physical(self, inp: ReceiptInput, stores: list[str], found: bool) -> dict[str, Any]:
+        """Where the physical clean-up stands (issue 30): the request's own plan ran it (``in_saga``: filed
+        before the platform job existed), nothing was deleted (``not_needed``), or the request is filed with
+        the platform's physical job and owed an attestation by ``due_by`` (``pending``)."""
+        if any(_physical_step(self.platform, name) for name in stores):
+            return {"state": "in_saga"}
+        if inp.status != "completed" or not found:
+            return {"state": "not_needed"}
+        return file_physical(self.platform.pool, inp.request_id, "erasure", self.platform.config.physical_window)
+
+    def dispositions(self, stores: list[str], inp: ReceiptInput, physical: str = "") -> list[dict[str, Any]]:
         """Per store: what happened to the user's data there (its adapter's ``disposition``), the step's
-        counts, and what remains where. A store no adapter of this worker declares is listed as deleted."""
+        counts, what remains where, and where its physical removal stands. A store no adapter of this worker
+        declares is listed as deleted."""
         counts = {s.name: dict(s.counts) for s in inp.steps}
         out: list[dict[str, Any]] = []
         for name in stores:
@@ -90,7 +104,10 @@ class ReceiptActivities(PlatformActivities):
             except AdapterConfigError:
                 declared = None
             what, remains = (declared.what, declared.remains) if declared is not None else ("deleted", "")
-            out.append({"store": name, "what": what, "remains": remains, "counts": counts.get(name, {})})
+            entry = {"store": name, "what": what, "remains": remains, "counts": counts.get(name, {})}
+            if physical:
+                entry["physical"] = physical
+            out.append(entry)
         return out
 
     @activity.defn(name=Activities.RECEIPT)
@@ -102,6 +119,14 @@ class ReceiptActivities(PlatformActivities):
 
     def activities(self) -> list[Callable[..., Any]]:
         return [self.issue_receipt]
+
+
+def _physical_step(platform: Platform, name: str) -> bool:
+    """Whether ``name`` is a physical clean-up step (one an older plan ran inside the saga)."""
+    try:
+        return after_sweep(platform.adapters.get(name))
+    except AdapterConfigError:
+        return name in ("vacuum", "compaction")
 
 
 def load_receipt(platform: Platform, request_id: str) -> dict[str, Any] | None:

@@ -21,8 +21,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 SCHEMA_ID = "erasure-receipt/3"
 #: item forgetting's receipts (suppress, forget, erase one session): ``activities/forget.py``
 FORGET_SCHEMA_ID = "forget-receipt/1"
+#: the physical attestation, the receipt's second document (``verifier/receipts/attestation.py``)
+ATTESTATION_SCHEMA_ID = "physical-attestation/1"
 #: Receipts of every schema this code has issued stay verifiable.
-KNOWN_SCHEMAS = ("erasure-receipt/1", "erasure-receipt/2", SCHEMA_ID, FORGET_SCHEMA_ID)
+KNOWN_SCHEMAS = ("erasure-receipt/1", "erasure-receipt/2", SCHEMA_ID, FORGET_SCHEMA_ID, ATTESTATION_SCHEMA_ID)
 ALGORITHM = "Ed25519"
 
 
@@ -56,7 +58,7 @@ def key_id(key: Ed25519PublicKey) -> str:
 
 
 def sign(body: dict[str, Any], key: Ed25519PrivateKey) -> dict[str, Any]:
-    if body.get("schema") not in (SCHEMA_ID, FORGET_SCHEMA_ID):
+    if body.get("schema") not in (SCHEMA_ID, FORGET_SCHEMA_ID, ATTESTATION_SCHEMA_ID):
         raise ValueError("receipt body must carry a schema id this code issues")
     return {
         "receipt": body,

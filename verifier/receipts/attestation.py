@@ -1,0 +1,100 @@
+"""The physical attestation: the receipt's second signed document (issue 30).
+
+A request's receipt says ``physical: pending`` with the deadline the platform's window gives it; when the
+physical clean-up job's run that covers the request ends, it signs this attestation: the same request id,
+the SHA-256 of the receipt document, the run (its id and when it started, after the request's last
+deletion), each physical store's own evidence (Postgres's vacuum counters, SeaweedFS's compaction
+revisions, before and after) and, for an erasure, by when every copy of the shredded data key is wrapped
+only under KMS keys that refuse use (the key-epoch policy's bound). Signed like a receipt (the same key,
+the same document shape, ``erasure receipt verify`` checks it); stored in ``physical_attestations`` and
+exported beside the receipt. Request ids, store names, counters and times: nothing personal.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
+
+from stores.adapters.interface import Coverage
+from stores.books import physical_pending
+from stores.books.physical_pending import Kind, Pending
+from verifier.receipts.signing import ATTESTATION_SCHEMA_ID, document_bytes
+
+
+def attestation_key(request_id: str) -> str:
+    return f"receipts/{request_id}.physical.json"
+
+
+def file_physical(pool: ConnectionPool, request_id: str, kind: Kind, window: timedelta) -> dict[str, Any]:
+    """File a finished request with the platform's physical job; the receipt's ``physical`` entry saying
+    so: pending, the deadline, where the attestation will be."""
+    due = physical_pending.file_pending(pool, request_id, kind, window)
+    return {
+        "state": "pending",
+        "due_by": due.isoformat(),
+        "window_minutes": window.total_seconds() / 60,
+        "attestation": attestation_key(request_id),
+    }
+
+
+def attestation_body(
+    pending: Pending,
+    receipt_sha256: str,
+    run_id: str,
+    run_started_at: datetime,
+    coverage: dict[str, Coverage],
+    attested_at: datetime,
+    key_unwrappable_by: datetime | None,
+    software: dict[str, str],
+) -> dict[str, Any]:
+    return {
+        "schema": ATTESTATION_SCHEMA_ID,
+        "request_id": pending.request_id,
+        "kind": pending.kind,
+        "receipt_sha256": receipt_sha256,
+        "run": {"id": run_id, "started_at": run_started_at.isoformat()},
+        "deleted_by": pending.deleted_by.isoformat(),
+        "due_at": pending.due_at.isoformat(),
+        "attested_at": attested_at.isoformat(),
+        "within_window": attested_at <= pending.due_at,
+        # the store's own evidence that the run came after the request's last deletion
+        "run_after_last_deletion": run_started_at > pending.deleted_by,
+        "stores": [
+            {"store": name, "covered": c.covered, "note": c.note, "evidence": c.evidence}
+            for name, c in sorted(coverage.items())
+        ],
+        "key_unwrappable_by": key_unwrappable_by.isoformat() if key_unwrappable_by else None,
+        "software": software,
+    }
+
+
+def store_attestation(pool: ConnectionPool, run_id: str, document: dict[str, Any]) -> dict[str, Any]:
+    """Store the signed attestation once (a retry keeps the first); the stored document."""
+    body = document["receipt"]
+    with pool.connection() as conn:
+        conn.execute(
+            "INSERT INTO physical_attestations (request_id, run_id, body, signature) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (request_id) DO NOTHING",
+            (body["request_id"], run_id, Jsonb(body), json.dumps(document["signature"])),
+        )
+    stored = load_attestation(pool, body["request_id"])
+    assert stored is not None
+    return stored
+
+
+def load_attestation(pool: ConnectionPool, request_id: str) -> dict[str, Any] | None:
+    with pool.connection() as conn:
+        row = conn.execute(
+            "SELECT body, signature FROM physical_attestations WHERE request_id = %s", (request_id,)
+        ).fetchone()
+    if row is None:
+        return None
+    return {"receipt": row[0], "signature": json.loads(row[1])}
+
+
+def attestation_bytes(document: dict[str, Any]) -> bytes:
+    return document_bytes(document)
