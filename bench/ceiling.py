@@ -2,11 +2,12 @@
 
 ``CeilingWorkflow`` runs no-op activities in the shape ``ErasureWorkflow`` has with no hold and no
 ingestion delay and the built-in plan (each store step reads the hold store inside its own activity):
-begin, fence, then artifacts, logs, the response cache, the Chroma memory and (sessions, memory, vacuum)
-side by side, the compaction after artifacts and logs, keys, sweep, one verifier child (one activity running
-every check; the main-pass verification is skipped without a delay), finish, lift fence, receipt. 16
-activities and one child workflow, the same timeouts' shape and the same payload codec as the real saga
-(``tests/unit/test_bench.py`` counts the activities of a recorded saga history against it).
+begin, fence, then artifacts, logs, the response cache, the Chroma memory and (sessions, memory) side by
+side, keys, sweep, one verifier child (one activity running every check; the main-pass verification is
+skipped without a delay), finish, lift fence, receipt. 14 activities and one child workflow, the same
+timeouts' shape and the same payload codec as the real saga (``tests/unit/test_bench.py`` counts the
+activities of a recorded saga history against it). The physical clean-up (vacuum, compaction) is not in the
+saga: the platform's scheduled job runs it for every finished request (issue 30).
 """
 
 from __future__ import annotations
@@ -45,23 +46,19 @@ class CeilingWorkflow:
         for name in ("begin", "fence"):
             await _noop(name)
 
-        async def sessions_memory_vacuum() -> None:
-            for name in ("sessions", "memory", "vacuum"):
+        async def sessions_then_memory() -> None:
+            for name in ("sessions", "memory"):
                 await _noop(name)
 
-        async def objects_then_compaction() -> None:
-            await asyncio.gather(_noop("artifacts"), _noop("logs"))
-            await _noop("compaction")
-
         await asyncio.gather(
-            objects_then_compaction(), sessions_memory_vacuum(), _noop("response_cache"), _noop("chroma_memory")
+            _noop("artifacts"), _noop("logs"), sessions_then_memory(), _noop("response_cache"), _noop("chroma_memory")
         )
         for name in ("keys", "sweep"):
             await _noop(name)
         checks = await workflow.execute_child_workflow(CeilingVerifierWorkflow.run, "final", id=f"ceiling-{key}-final")
         for name in ("finish", "lift_fence", "receipt"):
             await _noop(name)
-        return 2 + 8 + 2 + checks + 3
+        return 2 + 6 + 2 + checks + 3
 
 
-ACTIVITIES_PER_RUN = 2 + 8 + 2 + CHECKS + 3
+ACTIVITIES_PER_RUN = 2 + 6 + 2 + CHECKS + 3
