@@ -2,6 +2,8 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
+# make test's processes: each runs its own local stack (about 1 GB); the tests wait on I/O more than on the CPU
+TEST_PROCESSES ?= 3
 STAMP  := $(VENV)/.installed
 
 .PHONY: install lock demo test docs lint typecheck unit stack-up stack-down clean
@@ -35,7 +37,7 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/pytest -q -p no:cacheprovider
+	$(BIN)/pytest -q -p no:cacheprovider -n $(TEST_PROCESSES) --dist loadfile
 
 # Regenerates the generated parts of docs/: the settings table (docs/configuration.md, checked by the tests)
 # and the benchmark's results table (docs/benchmark.md, from bench/results-history.jsonl).

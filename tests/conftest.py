@@ -39,6 +39,20 @@ from workflows.contracts.search_attributes import ALL as SEARCH_ATTRIBUTES
 warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
 
 
+#: the longest modules (minutes each: a load of 200 erasures, killed workers, stores down for a while) go first,
+#: so ``make test``'s parallel run (``pytest -n 3 --dist loadfile``: one file per process at a time, each
+#: process with its own stack) does not end waiting on one of them started last
+SLOW_FIRST = ("test_reliability.py", "test_crash.py", "test_faults.py", "test_sweeps.py", "test_stack_cli.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        name = item.path.name
+        return SLOW_FIRST.index(name) if name in SLOW_FIRST else len(SLOW_FIRST)
+
+    items.sort(key=rank)  # stable: the rest keep their order
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """The root-owned Postgres directories of the state directories this session made go with them (a test's
     temporary state directory is deleted later by pytest; its Postgres directory outside tmp would stay)."""
