@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from temporalio.client import Client
 
+from stores.adapters.registry import AdapterRegistry
 from stores.platform import Platform
+from tests.physical_job import PhysicalRun, run_physical
 from verifier.receipts.issuing import load_receipt
 from verifier.receipts.signing import load_public_key, public_key_pem, signing_key, verify
 from workers.local_secrets import load_secrets
@@ -68,6 +71,20 @@ class SagaHarness:
     async def erase(self, app: str, user: str, delay: int = 0, wait_seconds: float = 120) -> ErasureResult:
         filed = await self.file(app, user, delay)
         return await self.result(filed.request_id, wait_seconds)
+
+    async def physical(
+        self,
+        request_ids: Sequence[str],
+        adapters: AdapterRegistry | None = None,
+        before_attest: Callable[[], None] | None = None,
+    ) -> PhysicalRun:
+        """The platform's physical clean-up job (vacuum, compaction: no longer steps of the saga) run for
+        exactly these finished requests, signing with the receipts' key (``tests.physical_job``); in a thread,
+        so the in-process workers go on meanwhile."""
+        seed = load_secrets(self.settings).signing_key
+        return await asyncio.to_thread(
+            run_physical, self.platform, seed, request_ids, adapters=adapters, before_attest=before_attest
+        )
 
     def receipt_body(self, request_id: str) -> dict[str, Any]:
         document = load_receipt(self.platform, request_id)

@@ -1,7 +1,9 @@
-"""Object-store compaction as part of the physical clean-up (issue 18): after an erasure, the bytes of the
-user's deleted objects are gone from every file of the local SeaweedFS's data directory, while a control
-user's are still found there (so the raw-file scan is shown to work); the same erasure without compaction
-(the step run as for an object store that offers none) leaves the deleted bytes in the volume files."""
+"""Object-store compaction as part of the physical clean-up (issue 18; since issue 30 the platform's physical
+job, no longer a step of the saga): after an erasure the bytes of the user's deleted objects are still in the
+local SeaweedFS's volume files, and after the job's run they are gone from every file of its data directory,
+while a control user's are still found there (so the raw-file scan is shown to work); the same erasure and a
+run without compaction (as for an object store that offers none) leave the deleted bytes in the volume
+files. The adapter's in-saga step and check (which requests filed with the old plans still run) below."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from stores.artifacts.bucket import user_prefix, user_scope_prefix
 from stores.physical.compaction import NOT_OFFERED, OFFERED, TARGET, CompactionAdapter
 from stores.platform import Platform
 from stores.privacy.identity import key_part, subject_key
-from tests.adapter_wrap import erase_with, open_request, registry_with
+from tests.adapter_wrap import open_request, registry_with
 from tests.saga_harness import SagaHarness
 from workers.settings import Settings
 from workers.stack.seeding.seeder import user_ids
@@ -60,7 +62,7 @@ def versions_left(platform: Platform, user: str) -> int:
 
 
 @pytest.mark.asyncio(loop_scope="session")
-async def test_compaction_removes_the_erased_users_bytes_from_the_volume_files(
+async def test_the_physical_jobs_compaction_removes_the_erased_users_bytes_from_the_volume_files(
     saga: SagaHarness, local_stack: Settings
 ) -> None:
     volumes = local_stack.state_path / "seaweedfs"
@@ -73,51 +75,67 @@ async def test_compaction_removes_the_erased_users_bytes_from_the_volume_files(
     assert all(written.values()), written  # the scan finds every canary as written, in the volume files
     assert all(p.endswith(".dat") for hits in written.values() for p in hits), written
 
-    # without compaction: the step as an object store that offers none runs it; the versions are gone from
-    # the API, and their bytes are still in the volume files
+    # without compaction: the saga alone (it no longer compacts), then the physical job as an object store
+    # that offers none runs it; the versions are gone from the API, and their bytes are still in the files
+    plain = await saga.erase(APP, uncompacted)
+    assert plain.status == "completed"
+    assert "compaction" not in {s.name for s in plain.steps}
+    assert versions_left(saga.platform, uncompacted) == 0
+    assert raw_hits(volumes, canary[uncompacted]), "the saga alone must leave the deleted bytes in the volumes"
     no_compaction = build_platform(local_stack, s3_compaction_url=None)
     try:
         adapter = CompactionAdapter(no_compaction.store_context)
         assert adapter.disposition == NOT_OFFERED
-        _request, plain = await erase_with(saga, registry_with(saga.platform, adapter), APP, uncompacted)
+        unoffered = await saga.physical([plain.request_id], adapters=registry_with(saga.platform, adapter))
     finally:
         no_compaction.close()
-    assert plain.status == "completed"
-    assert {s.name: s for s in plain.steps}["compaction"].counts["offered"] == 0
-    assert versions_left(saga.platform, uncompacted) == 0
+    assert unoffered.counts["compaction.offered"] == 0
+    assert unoffered.counts["compaction.compactions_run"] == 0
+    stores = {s["store"]: s for s in unoffered.attestation(plain.request_id)["stores"]}
+    assert stores["compaction"]["covered"]
+    assert "offers no compaction" in stores["compaction"]["note"]
     left_behind = raw_hits(volumes, canary[uncompacted])
     assert left_behind, "deleted object bytes were expected to stay in the volume files until compacted"
 
-    # with compaction (the local stack's master): the erased user's bytes are gone from every file, and so
-    # are those the erasure above left (one compaction takes every volume holding garbage)
+    # with compaction (the local stack's master): after the saga the erased user's bytes are still in the
+    # volume files; after the physical job's run they are gone from every file, and so are those the
+    # erasure above left (one compaction takes every volume holding garbage)
     result = await saga.erase(APP, target)
     assert result.status == "completed"
+    assert "compaction" not in {s.name for s in result.steps}
     assert versions_left(saga.platform, target) == 0
+    assert raw_hits(volumes, canary[target]), "the saga alone must leave the deleted bytes in the volumes"
+    body = saga.receipt_body(result.request_id)
+    assert body["physical"]["state"] == "pending"
+    assert "compaction" not in body["stores"]
+    assert {d["physical"] for d in body["dispositions"]} == {"pending"}
+
+    run = await saga.physical([result.request_id])
+    assert (run.attested, run.not_covered) == (1, 0), run.not_covered_in(result.request_id)
     assert raw_hits(volumes, canary[target]) == []
     assert raw_hits(volumes, canary[uncompacted]) == []
     kept = raw_hits(volumes, canary[control])
     assert kept, "the control's live object must still be found: the scan works after compaction too"
     assert all(p.endswith(".dat") for p in kept), kept
-    step = {s.name: s for s in result.steps}["compaction"]
-    assert step.state == "done"
-    assert step.counts["offered"] == 1
-    assert step.counts["compactions_run"] == 1  # no compaction started after its deletions had landed
-    assert step.counts["volumes_compacted"] >= 1
-
-    body = saga.receipt_body(result.request_id)
-    final = next(v for v in body["verifications"] if v["phase"] == "final")
-    check = next(c for c in final["checks"] if c["check"] == "compaction")
-    assert check["passed"]
-    assert check["counts"] == {"object_store_not_covered": 0}
-    disposition = next(d for d in body["dispositions"] if d["store"] == "compaction")
-    assert (disposition["what"], disposition["remains"]) == (OFFERED.what, OFFERED.remains)
-    assert disposition["counts"] == step.counts
+    assert run.counts["compaction.offered"] == 1
+    assert run.counts["compaction.compactions_run"] == 1  # no compaction started after its deletions had landed
+    attested = run.attestation(result.request_id)
+    compaction = {s["store"]: s for s in attested["stores"]}["compaction"]
+    assert compaction["covered"]
+    evidence = compaction["evidence"]
+    assert evidence["before"], evidence  # SeaweedFS's volumes holding the deleted needles, read after they landed
+    moved = [v for v, was in evidence["before"].items() if evidence["after"][v]["revision"] > was["revision"]]
+    assert len(moved) >= 1, evidence  # compacted since: SeaweedFS's own compaction revisions moved on
+    registered = saga.platform.adapters.get("compaction")
+    assert isinstance(registered, CompactionAdapter)
+    assert (registered.disposition.what, registered.disposition.remains) == (OFFERED.what, OFFERED.remains)
     assert target not in str(body)
+    assert target not in str(attested)
     print(  # the figures the report quotes (pytest -s)
         f"\nfiles holding the canary: written {[len(written[u]) for u in canary]}, "
         f"after the erasure without compaction {len(left_behind)}, after compaction "
         f"target {len(raw_hits(volumes, canary[target]))} uncompacted {len(raw_hits(volumes, canary[uncompacted]))} "
-        f"control {len(kept)}; step counts {step.counts}"
+        f"control {len(kept)}; run counts {run.counts}; volumes compacted {len(moved)}"
     )
 
 

@@ -1,18 +1,23 @@
-"""Physical clean-up verified by the store's own evidence (issue 28): each under-deletion the verifier could
-not see, planted one at a time through the real saga, now fails it, and the raw files agree with the check.
+"""Physical clean-up verified by the store's own evidence (issue 28), since issue 30 by the platform's
+physical job (the saga no longer vacuums or compacts): each under-deletion the evidence has to catch, planted
+one at a time in the job's run, leaves the request pending (no attestation), and the raw files agree.
 
-* the vacuum step recording its tables as covered without vacuuming (records only; or "runs" a no-op): the
-  ``vacuum`` check fails, and the user_states heap file still holds the erased row's tuple (a line pointer
-  still names it);
-* the compaction step recording the request as covered without compacting: the ``compaction`` check fails,
-  and the deleted artifact's bytes are still in a volume file;
+* the vacuum pass recording its tables as covered without vacuuming (records only; or "runs" a no-op): the
+  job's judgement from Postgres's counters leaves the request unattested (``vacuum`` not covered, every
+  table), the in-saga ``vacuum`` check of the old plans agrees, and the user_states heap file still holds
+  the erased row's tuple (a line pointer still names it);
+* the compaction pass recording the request as covered without compacting: ``compaction`` not covered, and
+  the deleted artifact's bytes are still in a volume file;
 * a deletion by the second sweep after the physical steps (a request run in the order filed before this
-  change: physical steps before the sweep): both checks fail, and the files hold what the sweep deleted;
-* the real path, the same late writes: the sweep deletes them, the physical steps run after it, every check
-  passes, and neither the heap nor the volumes hold them.
+  change, physical steps in the saga before the sweep): both in-saga checks fail, and the files hold what
+  the sweep deleted;
+* the real path, the same late writes: the saga's second sweep deletes them, the files still hold them after
+  the saga; a job run whose evidence was read before a later deletion does not cover the request (and the
+  files hold what that deletion removed); the next run, reading its evidence after it, covers and attests
+  it, and neither the heap nor the volumes hold any of them.
 
 Autovacuum is off for the vacuumed tables while this module runs (reset after): an autovacuum that ran
-meanwhile would really remove the tuples and rightly pass the check, hiding the planted step.
+meanwhile would really remove the tuples and rightly pass the check, hiding the planted pass.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import asyncio
 import os
 import struct
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -33,15 +38,19 @@ from activities import request as request_activities
 from stores.adapters.interface import AFTER_EVERY_OTHER, Beat, Subject
 from stores.adapters.registry import AdapterRegistry
 from stores.artifacts.bucket import user_scope_prefix
+from stores.books import physical_pending
 from stores.infra.seaweedfs import Outcome, SeaweedMaster
+from stores.physical import evidence
 from stores.physical import vacuum as vacuum_module
-from stores.physical.compaction import CompactionAdapter
+from stores.physical.cleanup import covered_targets
+from stores.physical.compaction import TARGET, CompactionAdapter
 from stores.physical.evidence import baselines, mark_deleted
 from stores.physical.vacuum import TABLES, VacuumAdapter
 from stores.platform import Platform
 from stores.privacy.identity import key_part, subject_key
 from tests.adapter_wrap import Wrapped, erase_with, open_request, record_approval, registry_with
 from tests.saga_harness import SagaHarness
+from verifier.receipts.attestation import load_attestation
 from workers.local_secrets import load_secrets
 from workers.settings import Settings
 from workers.stack.parts import PostgresPart
@@ -188,60 +197,80 @@ def failed(checks: Mapping[str, Mapping[str, Any]]) -> set[str]:
 
 
 class VacuumRecordsOnly(VacuumAdapter):
-    """Records every table as covered and vacuums nothing."""
+    """The job's pass recording every table as covered for its requests, and vacuuming nothing."""
 
-    def erase(self, subject: Subject, cursor: Mapping[str, Any], beat: Beat) -> dict[str, int]:
+    def cover_requests(self, request_ids: Sequence[str], beat: Beat) -> dict[str, int]:
         for table in TABLES:
-            self.books.record(subject.request_id, table)
-        return {"tables_vacuumed": len(TABLES), "tables_covered": 0}
+            self.books.record_many(request_ids, table)
+        return {"tables_vacuumed": len(TABLES)}
 
 
 def no_vacuum(table: str) -> Callable[[Any], object]:
-    """What ``stores.physical.vacuum._vacuum`` is replaced with: a "run" that vacuums nothing (the step's
-    own code keeps its books as if it had)."""
+    """What ``stores.physical.vacuum._vacuum`` is replaced with: a "run" that vacuums nothing (the pass's
+    own code reads its baseline and keeps its books as if it had)."""
     return lambda _conn: None
 
 
 class CompactionRecordsOnly(CompactionAdapter):
-    """Records the request as covered and compacts nothing."""
+    """The job's pass recording its requests as covered, and compacting nothing."""
 
-    def erase(self, subject: Subject, cursor: Mapping[str, Any], beat: Beat) -> dict[str, int]:
-        self.books.record(subject.request_id, "object_store")
-        return {"offered": 1, "compactions_run": 1, "volumes_compacted": 1, "volumes_read_only": 0}
+    def cover_requests(self, request_ids: Sequence[str], beat: Beat) -> dict[str, int]:
+        self.books.record_many(request_ids, TARGET)
+        return {"offered": 1, "compactions_run": 1}
 
 
 class CompactionRunsNothing(CompactionAdapter):
-    """The whole step, but its compaction asks SeaweedFS for nothing."""
+    """The whole pass, but its compaction asks SeaweedFS for nothing."""
 
     @staticmethod
     def _compact(master: SeaweedMaster) -> Outcome:
         return Outcome((), (), ())
 
 
+def erased_subject(platform: Platform, request_id: str, user: str) -> Subject:
+    """The request's subject as a check after the erasure sees it (the raw id forgotten)."""
+    return Subject(request_id, subject_key(platform.config.subject_secret, APP, user), APP)
+
+
+def assert_left_pending(platform: Platform, request_id: str) -> None:
+    """No attestation signed for the request, and the books still owe it a physical pass."""
+    assert load_attestation(platform.pool, request_id) is None
+    status = physical_pending.status(platform.pool, request_id)
+    assert status is not None
+    assert status.state == "pending"
+
+
 @pytest.mark.asyncio(loop_scope="session")
 @pytest.mark.parametrize("plant", ["records_only", "runs_nothing"])
-async def test_a_vacuum_step_that_records_coverage_without_vacuuming_fails_its_check(
+async def test_a_vacuum_pass_that_records_coverage_without_vacuuming_leaves_the_request_unattested(
     saga: SagaHarness, local_stack: Settings, no_autovacuum: None, plant: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    platform = saga.platform
     adapter = (
-        VacuumRecordsOnly(saga.platform.store_context)
-        if plant == "records_only"
-        else VacuumAdapter(saga.platform.store_context)
+        VacuumRecordsOnly(platform.store_context) if plant == "records_only" else VacuumAdapter(platform.store_context)
     )
     if plant == "runs_nothing":
         monkeypatch.setattr(vacuum_module, "_vacuum", no_vacuum)
-    platform = saga.platform
     user = user_ids(1, 2811, prefix=f"pvac{plant[:4]}")[0]
     await saga.seed(APP, [user], "small", 2811)
     word = canary()
     ctid = plain_user_state(platform, user, word)
     assert live_tuples_holding(platform, local_stack, "user_states", word) == 1  # the scan sees the row
-    request_id, result = await erase_with(saga, registry_with(platform, adapter), APP, user)
-    assert result.status == "verification_failed"
-    checks = final_checks(saga, request_id)
-    assert failed(checks) == {"vacuum"}, checks
-    assert checks["vacuum"]["counts"]["tables_not_vacuumed"] == len(TABLES)
-    # the books say covered; the heap file agrees with the check: the erased row's tuple was not vacuumed
+    result = await saga.erase(APP, user)
+    request_id = result.request_id
+    assert result.status == "completed"
+    assert not failed(final_checks(saga, request_id))
+    run = await saga.physical([request_id], adapters=registry_with(platform, adapter))
+    assert (run.attested, run.not_covered) == (0, 1)
+    assert set(run.not_covered_in(request_id)) == {"vacuum"}, run.coverage
+    assert run.attestations[request_id] is None
+    assert_left_pending(platform, request_id)
+    # the plant's books say every table covered; Postgres's own counters do not, for any table
+    assert set(TABLES) <= covered_targets(platform.pool, request_id)
+    assert set(evidence.tables_covered(platform.pool, request_id, TABLES, adapter.after).not_covered) == set(TABLES)
+    subject = erased_subject(platform, request_id, user)  # the in-saga check old plans run agrees
+    assert left(platform, adapter, subject, "tables_not_vacuumed") == len(TABLES)
+    # the heap file agrees with the evidence: the erased row's tuple was not vacuumed
     assert line_pointer_state(platform, local_stack, "user_states", ctid, word) in {"live", "pruned"}
     with platform.pool.connection() as conn:
         assert conn.execute("SELECT count(*) FROM user_states WHERE user_id = %s", (user,)).fetchone() == (0,)
@@ -249,7 +278,7 @@ async def test_a_vacuum_step_that_records_coverage_without_vacuuming_fails_its_c
 
 @pytest.mark.asyncio(loop_scope="session")
 @pytest.mark.parametrize("planted", [CompactionRecordsOnly, CompactionRunsNothing])
-async def test_a_compaction_step_that_records_coverage_without_compacting_fails_its_check(
+async def test_a_compaction_pass_that_records_coverage_without_compacting_leaves_the_request_unattested(
     saga: SagaHarness, local_stack: Settings, no_autovacuum: None, planted: type[CompactionAdapter]
 ) -> None:
     platform = saga.platform
@@ -258,11 +287,20 @@ async def test_a_compaction_step_that_records_coverage_without_compacting_fails_
     word = canary()
     plain_artifact(platform, user, word)
     assert volume_hits(local_stack, word)  # the scan sees the object's bytes in a volume file
-    request_id, result = await erase_with(saga, registry_with(platform, planted(platform)), APP, user)
-    assert result.status == "verification_failed"
-    checks = final_checks(saga, request_id)
-    assert failed(checks) == {"compaction"}, checks
-    # the object is gone from the API; its bytes are still in a volume file, as the check says
+    result = await saga.erase(APP, user)
+    request_id = result.request_id
+    assert result.status == "completed"
+    assert not failed(final_checks(saga, request_id))
+    adapter = planted(platform.store_context)
+    run = await saga.physical([request_id], adapters=registry_with(platform, adapter))
+    assert (run.attested, run.not_covered) == (0, 1)
+    assert set(run.not_covered_in(request_id)) == {"compaction"}, run.coverage
+    assert run.attestations[request_id] is None
+    assert_left_pending(platform, request_id)
+    assert TARGET in covered_targets(platform.pool, request_id)  # the plant's books say covered
+    subject = erased_subject(platform, request_id, user)  # the in-saga check old plans run agrees
+    assert left(platform, adapter, subject, "object_store_not_covered") == 1
+    # the object is gone from the API; its bytes are still in a volume file, as the evidence says
     hits = volume_hits(local_stack, word)
     assert hits, "the deleted artifact's bytes were expected in a volume file"
     assert all(h.endswith(".dat") for h in hits), hits
@@ -358,21 +396,61 @@ async def test_the_real_path_covers_what_the_second_sweep_deleted_and_the_files_
     sweep = next(s for s in result.steps if s.name == "sweep")
     assert sweep.counts.get("user_states", 0) >= 1, sweep.counts
     assert sweep.counts.get("artifacts", 0) >= 1, sweep.counts
-    steps = [s.name for s in result.steps]
-    assert steps.index("sweep") < min(steps.index("vacuum"), steps.index("compaction"))
+    assert not {"vacuum", "compaction"} & {s.name for s in result.steps}  # the platform's job does them
     checks = final_checks(saga, request_id)
     assert result.status == "completed", checks
-    assert checks["vacuum"]["counts"] == {"tables_not_vacuumed": 0}
-    assert checks["compaction"]["counts"] == {"object_store_not_covered": 0}
-    body = saga.receipt_body(request_id)
-    dispositions = {d["store"]: d["what"] for d in body["dispositions"]}
-    assert dispositions["vacuum"] == dispositions["compaction"] == "physically_removed"
-    for words in (before, late):  # the files agree: no tuple names the rows, no volume holds the objects
+    assert not failed(checks), checks
+    assert saga.receipt_body(request_id)["physical"]["state"] == "pending"
+    # the sweep marked by when it deleted in each store: a pass covers it only with evidence read after that
+    for store in ("sessions", "artifacts"):
+        assert evidence.last_deletion(platform.pool, request_id, [store]) is not None, store
+    # after the saga, before the job: the deleted row's tuple and the object's bytes are still in the files
+    assert line_pointer_state(platform, local_stack, "user_states", placed["row"], late["row"]) in {"live", "pruned"}
+    assert volume_hits(local_stack, late["object"])
+
+    # a run whose evidence was read before a later deletion of the request (what a second sweep does: each
+    # store's sweep, then its deletion marks, ``activities.store_steps``) does not cover the request
+    later = {"row": canary(), "object": canary()}
+    subject = Subject(request_id, subject_key(platform.config.subject_secret, APP, user), APP, user)
+
+    def deleted_after_the_evidence() -> None:
+        placed["later"] = plain_user_state(platform, user, later["row"])
+        plain_artifact(platform, user, later["object"])
+        deleted_in = {
+            name
+            for name in ("sessions", "artifacts")
+            if any(platform.adapters.get(name).sweep_before(subject, None, None).found.values())
+        }
+        assert deleted_in == {"sessions", "artifacts"}
+        mark_deleted(platform.pool, request_id, deleted_in)
+
+    early = await saga.physical([request_id], before_attest=deleted_after_the_evidence)
+    assert (early.attested, early.not_covered) == (0, 1)
+    notes = early.not_covered_in(request_id)
+    assert set(notes) == {"vacuum", "compaction"}, notes
+    assert all("deleted again after the evidence was read" in note for note in notes.values()), notes
+    assert_left_pending(platform, request_id)
+    # the files agree: what was deleted after that run's passes is in the heap and in a volume file
+    assert line_pointer_state(platform, local_stack, "user_states", placed["later"], later["row"]) in {"live", "pruned"}
+    assert volume_hits(local_stack, later["object"])
+
+    # the next run reads its evidence after every deletion: it covers the request and signs its attestation
+    run = await saga.physical([request_id])
+    assert (run.attested, run.not_covered) == (1, 0), run.not_covered_in(request_id)
+    attested = run.attestation(request_id)
+    assert attested["run"]["id"] == run.run_id
+    assert attested["run_after_last_deletion"] is True
+    assert {s["store"]: s["covered"] for s in attested["stores"]} == {"vacuum": True, "compaction": True}
+    erased = erased_subject(platform, request_id, user)  # the in-saga checks old plans run agree
+    assert left(platform, VacuumAdapter(platform.store_context), erased, "tables_not_vacuumed") == 0
+    assert left(platform, CompactionAdapter(platform.store_context), erased, "object_store_not_covered") == 0
+    for words in (before, late, later):  # the files agree: no tuple names the rows, no volume holds the objects
         assert live_tuples_holding(platform, local_stack, "user_states", words["row"]) == 0
         assert volume_hits(local_stack, words["object"]) == []
-    # VACUUM (INDEX_CLEANUP ON) freed the late row's line pointer itself (a prune alone leaves it LP_DEAD)
-    state = line_pointer_state(platform, local_stack, "user_states", placed["row"], late["row"])
-    assert state == "freed", (state, placed)
+    # VACUUM (INDEX_CLEANUP ON) freed the late rows' line pointers itself (a prune alone leaves them LP_DEAD)
+    for key, words in (("row", late), ("later", later)):
+        state = line_pointer_state(platform, local_stack, "user_states", placed[key], words["row"])
+        assert state == "freed", (key, state, placed)
     # and the raw scan still sees what is there: a control's row and object, written now
     control = {"row": canary(), "object": canary()}
     plain_user_state(platform, user_ids(1, 2815, prefix="pcontrol")[0], control["row"])

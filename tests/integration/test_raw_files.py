@@ -9,7 +9,8 @@ Postgres would compress it. Before seeding, every compressible column of the pla
 ``STORAGE EXTERNAL``, and the cache is saved with ``rdbcompression no``: no compression hides a canary.
 
 Then a backup (``pg_dump`` and a copy of the data directories of Postgres, SeaweedFS, Chroma and the Valkey
-snapshot), the erasure of one user through the real saga (its vacuum and compaction steps included), and a
+snapshot), the erasure of one user through the real saga, the platform's physical clean-up job run for it
+(vacuum and compaction: since issue 30 no longer steps of the saga; the run must attest the request), and a
 scan of every file of every local store (Postgres data directory with ``pg_wal``, SeaweedFS volumes and
 filer store, Chroma files, the Valkey snapshot after a ``SAVE``, Temporal's database, the stack's own files)
 and of the backup (``tests/raw_scan.py``): each canary and raw id in UTF-8, UTF-16 LE/BE, hex and base64;
@@ -562,7 +563,10 @@ async def world(saga: SagaHarness, tmp_path_factory: pytest.TempPathFactory) -> 
     result = await saga.erase(APP, people[ERASED].user_id)
     assert result.status == "completed", result
     steps = {s.name: dict(s.counts) for s in result.steps}
-    assert "vacuum" in steps
+    assert not {"vacuum", "compaction"} & set(steps)  # the platform's physical job does them, after the saga
+    physical = await saga.physical([result.request_id])
+    assert (physical.attested, physical.not_covered) == (1, 0), physical.not_covered_in(result.request_id)
+    assert physical.counts.get("compaction.offered") == 1  # the local stack's SeaweedFS compacts
 
     await asyncio.to_thread(checkpoint, platform)
     roots, elsewhere = await asyncio.to_thread(live_roots, settings, platform, tmp_path_factory.getbasetemp())
@@ -577,7 +581,7 @@ async def world(saga: SagaHarness, tmp_path_factory: pytest.TempPathFactory) -> 
         f"\nscanned {live.files} live files ({live.size >> 20} MiB, {live.seconds:.1f} s), {backup.files} backup "
         f"files ({backup.size >> 20} MiB, {backup.seconds:.1f} s), {len(patterns)} patterns; large value: {large}"
     )
-    print(f"steps: {steps}")
+    print(f"steps: {steps}; physical job: {physical.counts}")
     print(summary(built))
     try:
         yield built

@@ -1,6 +1,9 @@
-"""The physical clean-up step (issue 18): the saga vacuums the tables its deleting steps touched, as its own
-step with its own check; concurrent erasures share one vacuum; the receipt says per store what happened to
-the user's data and what remains where."""
+"""Postgres's physical clean-up (issue 18; since issue 30 the platform's physical job, no longer a step of the
+saga): the job vacuums the tables the erasure's deleting steps touched and attests it from Postgres's own
+counters; the receipt says per store what happened to the user's data, what remains where, and that the
+physical removal is pending. The adapter's in-saga step and check (which requests filed with the old plans
+still run): concurrent erasures share one vacuum, a request that deleted nothing needs none, one whose
+vacuum never ran fails."""
 
 from __future__ import annotations
 
@@ -30,34 +33,50 @@ def _vacuum_counts(platform: Platform) -> dict[str, int]:
 
 
 @pytest.mark.asyncio(loop_scope="session")
-async def test_the_saga_vacuums_as_its_own_step_and_the_receipt_gives_each_stores_disposition(
+async def test_the_physical_job_vacuums_after_the_saga_and_the_receipt_gives_each_stores_disposition(
     saga: SagaHarness,
 ) -> None:
     app = "vacuum-app"
     target, other = user_ids(2, 131, prefix="vac")
     await saga.seed(app, [target, other], "small", 131)
-    before = _vacuum_counts(saga.platform)
     result = await saga.erase(app, target)
     assert result.status == "completed"
     steps = {s.name: s for s in result.steps}
-    assert steps["vacuum"].state == "done"
-    assert steps["vacuum"].counts["tables_vacuumed"] + steps["vacuum"].counts["tables_covered"] == len(TABLES)
-    after = _vacuum_counts(saga.platform)
-    assert all(after[t] >= before.get(t, 0) for t in TABLES)
-    assert sum(after.values()) > sum(before.values())  # VACUUM really ran
+    assert not {"vacuum", "compaction"} & set(steps)  # the erasure does not wait for the physical clean-up
     body = saga.receipt_body(result.request_id)
-    final = next(v for v in body["verifications"] if v["phase"] == "final")
-    vacuum_check = next(c for c in final["checks"] if c["check"] == "vacuum")
-    assert vacuum_check["passed"]
-    assert vacuum_check["counts"] == {"tables_not_vacuumed": 0}
+    assert body["physical"]["state"] == "pending"
     dispositions = {d["store"]: d for d in body["dispositions"]}
     assert list(dispositions) == body["stores"]
-    assert dispositions["vacuum"]["what"] == "physically_removed"
+    assert "vacuum" not in dispositions
     assert dispositions["keys"]["what"] == "unreadable"
     assert dispositions["sessions"]["what"] == "deleted"
     assert "sealed, key destroyed" in dispositions["sessions"]["remains"]
     assert dispositions["sessions"]["counts"] == steps["sessions"].counts
+    assert {d["physical"] for d in dispositions.values()} == {"pending"}
     assert target not in str(body)
+
+    # the platform's physical job, run for this request: Postgres vacuums the tables its steps deleted from
+    before = _vacuum_counts(saga.platform)
+    run = await saga.physical([result.request_id])
+    assert (run.attested, run.not_covered) == (1, 0), run.not_covered_in(result.request_id)
+    after = _vacuum_counts(saga.platform)
+    assert all(after[t] >= before.get(t, 0) for t in TABLES)
+    assert sum(after.values()) > sum(before.values())  # VACUUM really ran
+    attested = run.attestation(result.request_id)
+    stores = {s["store"]: s for s in attested["stores"]}
+    assert stores["vacuum"]["covered"]
+    vacuum = stores["vacuum"]["evidence"]
+    assert set(vacuum["before"]) == set(TABLES)
+    for table in TABLES:  # Postgres's own counters show a vacuum of every table since the baseline
+        assert vacuum["after"][table]["vacuums"] > vacuum["before"][table]["vacuums"], table
+    assert target not in str(attested)
+    # the step's own check (what requests filed with the old plans still run) reads the same evidence
+    adapter = saga.platform.adapters.get("vacuum")
+    assert isinstance(adapter, VacuumAdapter)
+    assert adapter.disposition.what == "physically_removed"
+    subject = Subject(result.request_id, body["subject_key"], app)
+    record = saga.platform.requests.record(result.request_id)
+    assert adapter.remaining(subject, record, None, lambda _d: None).counts == {"tables_not_vacuumed": 0}
 
 
 def test_concurrent_erasures_share_one_vacuum_and_every_request_is_covered(platform: Platform) -> None:
