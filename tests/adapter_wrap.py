@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from stores.adapters.interface import Beat, Bound, EraseAdapter, Remaining, Subject, Swept
 from stores.adapters.registry import AdapterRegistry
@@ -16,8 +16,11 @@ from stores.privacy.identity import subject_key
 from tests.saga_harness import SagaHarness
 from workers.local_secrets import load_secrets
 from workers.service import new_request_id
+from workers.wiring import build_registry
 from workers.worker import activity_objects, build_worker
 from workflows.contracts.erasure import ErasureResult
+
+P = TypeVar("P", bound=Platform)
 
 
 class Wrapped:
@@ -59,6 +62,21 @@ class Wrapped:
 
     def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
         return self.inner.fingerprint(app_name, user_id)
+
+
+def wired(platform: P, *adapters: EraseAdapter) -> P:
+    """A platform built by hand (``Platform(config)``, a planted subclass) wired as ``build_platform`` wires
+    one: its registry built from its own ``store_context`` (so a planted key service or request book reaches
+    the adapters), with ``adapters`` (built from that context) standing in for the ones of the same names."""
+
+    def build() -> AdapterRegistry:
+        registry = build_registry(platform)
+        for adapter in adapters:
+            registry = registry.replacing(adapter)
+        return registry
+
+    platform.wire_adapters(build)
+    return platform
 
 
 def registry_with(platform: Platform, *adapters: EraseAdapter) -> AdapterRegistry:

@@ -136,7 +136,9 @@ async def test_chromas_own_delete_collection_leaves_the_user_on_disk_and_fails_t
     await saga.seed(app, users)
     platform = saga.platform
     mine = unique_needles(platform, app, target, users[1:])
-    request_id, result = await erase_with(saga, registry_with(platform, ApiOnlyDelete(platform)), app, target)
+    request_id, result = await erase_with(
+        saga, registry_with(platform, ApiOnlyDelete(platform.store_context)), app, target
+    )
     assert result.status == "verification_failed"
     final = next(v for v in saga.receipt_body(request_id)["verifications"] if v["phase"] == "final")
     failed = {c["check"]: c for c in final["checks"] if not c["passed"]}

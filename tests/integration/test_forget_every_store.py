@@ -21,6 +21,7 @@ from google.adk.events.event import Event
 from google.genai import types
 from temporalio.testing import ActivityEnvironment
 
+from stores.adapters.registry import AdapterRegistry
 from stores.forgetting.requests import ForgetPayload
 from stores.operations.fingerprint import snapshot
 from stores.platform import Platform
@@ -34,10 +35,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")
 APP = "forget-every-store"
 
 
-def _activities(platform: Platform) -> tuple[Any, ActivityEnvironment]:
+def _activities(platform: Platform, adapters: AdapterRegistry | None = None) -> tuple[Any, ActivityEnvironment]:
+    """The forget's activities over the platform's registry, or ``adapters`` (a worker's registry of its own)."""
     from activities.forget import ForgetActivities
 
-    return ForgetActivities(platform, b"s" * 32), ActivityEnvironment()
+    return ForgetActivities(platform, b"s" * 32, adapters), ActivityEnvironment()
 
 
 def _rows(platform: Platform, sk: str) -> dict[uuid.UUID, tuple[str | None, list[str], str]]:
@@ -363,7 +365,6 @@ class _VectorCache:
 async def test_a_store_that_holds_the_items_but_cannot_forget_them_fails_the_forget_closed(platform: Platform) -> None:
     from temporalio.exceptions import ApplicationError
 
-    from stores.adapters.registry import AdapterRegistry
     from workflows.contracts import error_types
 
     run = uuid.uuid4().hex[:8]
@@ -371,18 +372,13 @@ async def test_a_store_that_holds_the_items_but_cannot_forget_them_fails_the_for
     sk = subject_key(platform.config.subject_secret, APP, user)
     await ingest(platform, await make_sessions(platform, APP, user, [["I live in Pune near the river."]]))
     rows = platform.memory_store.rows_of(APP, user)
-    registry = platform.adapters
-    with_plugin = object.__new__(AdapterRegistry)
-    with_plugin.not_configured = list(registry.not_configured)
-    with_plugin._set([*registry.in_order(), _VectorCache()])  # type: ignore[list-item]
-    acts, env = _activities(platform)
+    # the worker's registry (the entry points' adapters over the platform's context), with the plug-in
+    with_plugin = AdapterRegistry(platform.store_context, [_VectorCache()], legacy=platform)
+    assert "vector_cache" in with_plugin.names
+    acts, env = _activities(platform, with_plugin)
     row = platform.forget_requests.create(sk, APP, "forget", [str(rows[0][0])], ForgetPayload(user))
-    platform.__dict__["adapters"] = with_plugin  # the worker's registry, with the plug-in
-    try:
-        with pytest.raises(ApplicationError) as failed:
-            await asyncio.to_thread(env.run, acts.forget_apply, ForgetStep(row.request_id, sk, APP, "forget"))
-    finally:
-        platform.__dict__["adapters"] = registry
+    with pytest.raises(ApplicationError) as failed:
+        await asyncio.to_thread(env.run, acts.forget_apply, ForgetStep(row.request_id, sk, APP, "forget"))
     assert failed.value.type == error_types.PLAN_INCOMPLETE
     assert failed.value.non_retryable
     assert "vector_cache" in str(failed.value)

@@ -13,15 +13,16 @@ import io
 import json
 import uuid
 from datetime import UTC, datetime, timedelta
-from functools import cached_property
 from typing import Any, ClassVar
 
 import pytest
 
 from stores.infra.errors import InvalidIdentifier
+from stores.logs.adapter import LogsAdapter
 from stores.logs.archive import LogArchive, LogLine, SubjectLines, Verdict
 from stores.platform import Platform
 from stores.privacy.identity import subject_key
+from tests.adapter_wrap import wired
 from tests.saga_harness import SagaHarness
 from workers.local_secrets import load_secrets
 from workers.stack.seeding.seeder import user_ids
@@ -284,14 +285,11 @@ async def test_scheduled_sweep_counts_failing_subjects_and_sweeps_the_rest(saga:
         reason=None,
     )
     FailsFor.fatal, FailsFor.flaky = {subjects[fatal]}, {subjects[flaky]}
-    config = saga.platform.config
-
-    class Broken(Platform):
-        @cached_property
-        def logs(self) -> LogArchive:
-            return FailsFor(self.s3, config.log_bucket, self.pool, config.subject_secret, self.keys)
-
-    platform = Broken(config)
+    platform = Platform(saga.platform.config)
+    context = platform.store_context
+    broken = LogsAdapter(context)
+    broken.logs = FailsFor(context.s3, context.buckets.logs, context.pool, context.subject_secret, context.keys)
+    wired(platform, broken)  # the scheduled sweep reaches the logs through the platform's registry
     queue = f"sweepfail-{uuid.uuid4().hex[:8]}"
     try:
         async with build_worker(saga.client, queue, platform, load_secrets(saga.settings).signing_key):

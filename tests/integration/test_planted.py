@@ -9,18 +9,24 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from functools import cached_property
 from typing import Any
 
 import pytest
 from psycopg import Connection
 
+from stores.adapters.interface import EraseAdapter
+from stores.artifacts.adapter import ArtifactsAdapter
 from stores.artifacts.bucket import ArtifactEraser
+from stores.keys.adapter import KeysAdapter
+from stores.logs.adapter import LogsAdapter
 from stores.logs.archive import LogArchive, SegmentPurge
+from stores.memory.adapter import MemoryAdapter
 from stores.memory.rows import MemoryEraser
 from stores.platform import Platform
 from stores.privacy.keys import DataKeyStore
+from stores.sessions.adapter import SessionsAdapter
 from stores.sessions.adk_tables import SessionCounts, SessionStore
+from tests.adapter_wrap import wired
 from tests.saga_harness import SagaHarness
 from workers.local_secrets import load_secrets
 from workers.stack.seeding.seeder import user_ids
@@ -75,38 +81,35 @@ class LeavesWrappedKey(DataKeyStore):
 
 
 def broken_platform(base: Platform, component: str) -> Platform:
-    config = base.config
-
-    class Broken(Platform):
-        @cached_property
-        def artifacts(self) -> ArtifactEraser:
-            if component == "artifacts":
-                return CurrentVersionsOnly(self.s3, config.artifact_bucket)
-            return super().artifacts
-
-        @cached_property
-        def sessions(self) -> SessionStore:
-            if component == "sessions":
-                return KeepsUserState(self.pool, self.config.subject_secret)
-            return super().sessions
-
-        @cached_property
-        def memory(self) -> MemoryEraser:
-            return IgnoresProvenance(self.pool) if component == "memory" else super().memory
-
-        @cached_property
-        def logs(self) -> LogArchive:
-            if component == "logs":
-                return SkipsFirstSegment(self.s3, config.log_bucket, self.pool, config.subject_secret)
-            return super().logs
-
-        @cached_property
-        def keys(self) -> DataKeyStore:
-            if component == "keys":
-                return LeavesWrappedKey(self.pool, self.kms, config.kms_key_id, cache_ttl=0.0)
-            return super().keys
-
-    return Broken(config)
+    """A platform of its own whose ``component`` adapter (built from its ``StoreContext``, as the wiring
+    builds it) erases through the broken client: its step and its second sweep alike."""
+    platform = Platform(base.config)
+    context = platform.store_context
+    adapter: EraseAdapter
+    if component == "artifacts":
+        artifacts = ArtifactsAdapter(context)
+        artifacts.artifacts = CurrentVersionsOnly(context.s3, context.buckets.artifacts)
+        adapter = artifacts
+    elif component == "sessions":
+        sessions = SessionsAdapter(context)
+        sessions.sessions = KeepsUserState(context.pool, context.subject_secret)
+        adapter = sessions
+    elif component == "memory":
+        memory = MemoryAdapter(context)
+        memory.memory = IgnoresProvenance(context.pool)
+        adapter = memory
+    elif component == "logs":
+        logs = LogsAdapter(context)
+        logs.logs = SkipsFirstSegment(
+            context.s3, context.buckets.logs, context.pool, context.subject_secret, context.keys
+        )
+        adapter = logs
+    else:
+        assert component == "keys", component
+        keys = KeysAdapter(context)
+        keys.keys = LeavesWrappedKey(context.pool, context.kms, base.config.kms_key_id, cache_ttl=0.0)
+        adapter = keys
+    return wired(platform, adapter)
 
 
 PLANTS = {

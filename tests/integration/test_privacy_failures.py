@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Sequence
-from functools import cached_property
 from typing import Any
 
 import psycopg
@@ -19,7 +18,9 @@ from temporalio.client import WorkflowFailureError
 
 from stores.infra.errors import InvalidIdentifier
 from stores.platform import Platform
+from stores.sessions.adapter import SessionsAdapter
 from stores.sessions.adk_tables import SessionCounts, SessionStore
+from tests.adapter_wrap import wired
 from tests.integration.test_privacy import history_texts, table_text
 from tests.saga_harness import SagaHarness
 from verifier.receipts.issuing import load_receipt
@@ -53,12 +54,11 @@ class KeepsUserState(SessionStore):
 
 
 def broken(base: Platform, sessions: type[SessionStore]) -> Platform:
-    class Broken(Platform):
-        @cached_property
-        def sessions(self) -> SessionStore:
-            return sessions(self.pool, self.config.subject_secret)
-
-    return Broken(base.config)
+    """A platform of its own whose sessions adapter (its step and its second sweep) erases through ``sessions``."""
+    platform = Platform(base.config)
+    adapter = SessionsAdapter(platform.store_context)
+    adapter.sessions = sessions(platform.pool, platform.config.subject_secret)
+    return wired(platform, adapter)
 
 
 async def _run(saga: SagaHarness, platform: Platform, app: str, user: str) -> tuple[str, str]:

@@ -87,7 +87,7 @@ async def test_an_eraser_that_leaves_the_entries_fails_the_cache_check(saga: Sag
     target = user_ids(1, 402, prefix="cache")[0]
     await saga.seed(app, [target])
     request_id, result = await erase_with(
-        saga, registry_with(saga.platform, ForgetsEntries(saga.platform)), app, target
+        saga, registry_with(saga.platform, ForgetsEntries(saga.platform.store_context)), app, target
     )
     assert result.status == "verification_failed"
     final = next(v for v in saga.receipt_body(request_id)["verifications"] if v["phase"] == "final")

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from stores.memory.adapter import MemoryAdapter
 from stores.memory.rows import MemoryErasure, NewMemory
 from tests.saga_harness import SagaHarness
 from workers.stack.seeding.seeder import user_ids
@@ -60,7 +61,9 @@ async def test_rows_moved_under_a_new_owner_with_new_ids_fail_the_memory_check(
     saga: SagaHarness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     a, _b = await _users(saga, 2853, seed_a=False)
-    eraser = saga.platform.memory
+    adapter = saga.platform.adapters.get("memory")
+    assert isinstance(adapter, MemoryAdapter)
+    eraser = adapter.memory  # the memory step's eraser (and the second sweep's)
 
     def moved_instead(subject: str, session_refs: Any, created_before: Any = None, *, request_id: str) -> MemoryErasure:
         """The planted defect: the user's rows re-filed under an anonymous owner with new ids, recorded as

@@ -32,12 +32,14 @@ from psycopg import Connection
 
 import stores.memory.rows
 from stores.books.requests import RequestStore
+from stores.memory.adapter import MemoryAdapter
 from stores.memory.rows import MemoryEraser, NewMemory
 from stores.memory.service import FencedMemoryService, PostgresMemoryService
 from stores.operations.late_sweep import sweep_erased_subject
 from stores.platform import Platform
 from stores.privacy.identity import subject_key
 from stores.privacy.keys import DataKeyStore
+from tests.adapter_wrap import wired
 from tests.saga_harness import SagaHarness
 from workers.local_secrets import load_secrets
 from workers.stack.seeding.seeder import user_ids
@@ -173,12 +175,18 @@ class ForgetsErasedRows(MemoryEraser):
 
 
 def with_memory_eraser(base: Platform, eraser: type[MemoryEraser]) -> Platform:
+    """A platform of its own whose memory eraser is ``eraser``: the memory adapter's (its step and the second
+    sweep) and the platform's (the request's start) alike."""
+
     class Planted(Platform):
         @cached_property
         def memory(self) -> MemoryEraser:
             return eraser(self.pool)
 
-    return Planted(base.config)
+    planted = Planted(base.config)
+    adapter = MemoryAdapter(planted.store_context)
+    adapter.memory = planted.memory
+    return wired(planted, adapter)
 
 
 @aio
@@ -231,7 +239,7 @@ async def test_a_step_that_never_records_its_input_fails_verification(saga: Saga
         def requests(self) -> RequestStore:
             return DropsErasedSessions(self.pool, config.subject_secret)
 
-    planted = Planted(config)
+    planted = wired(Planted(config))  # the adapters' context holds the planted request store
     try:
         result = await erase_with(saga, planted, app, users[0])
     finally:
@@ -337,8 +345,8 @@ async def test_a_per_user_kms_key_left_enabled_fails_the_keys_check(saga: SagaHa
 
     app = "trust-kms-left"
     users = user_ids(2, 206, prefix="kmsleft")
-    seeding = Platform(config)
-    planted = Planted(config)
+    seeding = wired(Platform(config))
+    planted = wired(Planted(config))  # the adapters' context holds the planted key service
     try:
         harness = SagaHarness(saga.client, seeding, saga.settings)
         await harness.seed(app, users, "small", 206)
