@@ -37,8 +37,8 @@ class Wrapped:
     ) -> None:
         self.inner = inner
         self.name, self.after, self.batched = inner.name, inner.after, inner.batched
-        self.after_sweep = bool(getattr(inner, "after_sweep", False))
-        self.before_erase, self.after_erase, self.after_sweep = before_erase, after_erase, after_sweep
+        self.after_sweep = bool(getattr(inner, "after_sweep", False))  # a physical clean-up step stays one
+        self.before_erase, self.after_erase, self.on_sweep = before_erase, after_erase, after_sweep
 
     def locate(self, subject: Subject) -> dict[str, int]:
         return self.inner.locate(subject)
@@ -56,8 +56,8 @@ class Wrapped:
 
     def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:
         swept = self.inner.sweep_before(subject, before, keys_shredded_at)
-        if self.after_sweep:
-            self.after_sweep(subject)
+        if self.on_sweep:
+            self.on_sweep(subject)
         return swept
 
     def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
