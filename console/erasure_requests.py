@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import date
 from typing import Any, cast
 
@@ -25,6 +25,7 @@ from stores.books.approvals import Decision as ApprovalDecision
 from stores.books.request_filing import Filing, FilingInvalid, filing
 from stores.books.requests import ACTIVE_STATES, ErasureRequestRow
 from stores.infra.errors import NotApproved, RequestNotFound
+from verifier.receipts.attestation import PhysicalView, link_problem, load_attestation, read_physical
 from verifier.receipts.issuing import load_receipt
 from verifier.receipts.signing import verify
 from workers.service import (
@@ -208,27 +209,64 @@ async def decide(
 
 
 @dataclass(frozen=True)
-class OpenedReceipt:
+class OpenedDocument:
+    """A stored signed document with its signature checked."""
+
     document: dict[str, Any]
     valid: bool
     why: str  # why the signature does not verify ("" when valid)
     body: dict[str, Any] | None
 
 
+@dataclass(frozen=True)
+class OpenedReceipt(OpenedDocument):
+    physical: PhysicalView | None = None  # where the physical clean-up stands (issue 30)
+    attestation: OpenedDocument | None = None  # the signed physical attestation, once the job covered it
+
+    def physical_json(self) -> dict[str, Any] | None:
+        return None if self.physical is None else {**asdict(self.physical), "summary": self.physical.line()}
+
+    def attestation_json(self) -> dict[str, Any] | None:
+        a = self.attestation
+        if a is None:
+            return None
+        return {
+            "signature_valid": a.valid,
+            "why": a.why,
+            "linked_to_receipt": self.linked(),
+            "body": a.body,
+            "document": a.document,
+        }
+
+    def linked(self) -> bool:
+        """Whether the attestation verifies and names this receipt (same request id, the receipt's SHA-256)."""
+        a = self.attestation
+        return bool(a and a.body and self.body and not link_problem(a.body, self.body))
+
+
+def _opened(console: Console, document: dict[str, Any]) -> OpenedDocument:
+    try:
+        body: dict[str, Any] | None = verify(document, console.receipt_public_key)
+        valid, why = True, ""
+    except Exception as exc:  # any failure to verify is a document that is not valid
+        body, valid, why = None, False, type(exc).__name__
+    return OpenedDocument(document, valid, why, body)
+
+
 async def open_receipt(console: Console, request_id: str, p: Principal) -> OpenedReceipt:
     """The request's stored receipt with its signature checked (a receipt that does not verify is shown
-    as such, never as valid); the download is audited."""
+    as such, never as valid), where its physical clean-up stands and, once the platform's physical job
+    covered it, the signed physical attestation (checked the same way); the download is audited."""
     row = request_row(console, request_id, p)
     document = await asyncio.to_thread(load_receipt, console.platform, row.request_id)
     if document is None:
         raise HTTPException(404, "no receipt yet")
-    try:
-        body: dict[str, Any] | None = verify(document, console.receipt_public_key)
-        valid, why = True, ""
-    except Exception as exc:  # any failure to verify is a receipt that is not valid
-        body, valid, why = None, False, type(exc).__name__
-    console.audit.append(p.actor, "receipt_downloaded", request_id, {"signature_valid": valid})
-    return OpenedReceipt(document, valid, why, body)
+    opened = _opened(console, document)
+    physical = await asyncio.to_thread(read_physical, console.platform.pool, row.request_id, opened.body)
+    attested = await asyncio.to_thread(load_attestation, console.platform.pool, row.request_id)
+    attestation = _opened(console, attested) if attested is not None else None
+    console.audit.append(p.actor, "receipt_downloaded", request_id, {"signature_valid": opened.valid})
+    return OpenedReceipt(opened.document, opened.valid, opened.why, opened.body, physical, attestation)
 
 
 async def change_hold(console: Console, request_id: str, p: Principal, reason: str, *, place: bool) -> bool:

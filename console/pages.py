@@ -52,6 +52,7 @@ from console.rendering import check_csrf, render
 from console.tokens import MINTABLE, TokenError
 from stores.books.request_filing import IDENTITY_METHODS
 from stores.books.requests import ACTIVE_STATES, FINAL_STATES
+from verifier.receipts.attestation import read_physical
 from verifier.receipts.issuing import load_receipt
 from verifier.receipts.signing import verify
 from workers.service import RequestRefused, progress
@@ -64,7 +65,8 @@ router = APIRouter()
 
 def _outcome(console: Console, request_id: str) -> dict[str, Any] | None:
     """What happened, per store, from the signed receipt (only when its signature verifies): what was done,
-    the step's counts, and each verification phase's result for that store's check."""
+    the step's counts, each verification phase's result for that store's check, and where the physical
+    clean-up stands."""
     document = load_receipt(console.platform, request_id)
     if document is None:
         return None
@@ -86,7 +88,13 @@ def _outcome(console: Console, request_id: str) -> dict[str, Any] | None:
         }
         for d in body.get("dispositions", [])
     ]
-    return {"valid": True, "stores": stores, "outcome": str(body.get("outcome", body.get("status", "")))}
+    return {
+        "valid": True,
+        "stores": stores,
+        "outcome": str(body.get("outcome", body.get("status", ""))),
+        # where the physical clean-up stands: the platform's job, after the receipt (issue 30)
+        "physical": read_physical(console.platform.pool, request_id, body).line(),
+    }
 
 
 DASHBOARD_ROWS = 5000
@@ -356,7 +364,25 @@ async def release_form(
 async def receipt_page(request: Request, request_id: str, p: PageReceipts) -> HTMLResponse:
     opened = await open_receipt(console_of(request), request_id, p)
     pretty = json.dumps(opened.body, indent=2, sort_keys=True) if opened.body else ""
-    return render(request, "receipt.html", p, request_id=request_id, valid=opened.valid, why=opened.why, body=pretty)
+    attestation = opened.attestation
+    return render(
+        request,
+        "receipt.html",
+        p,
+        request_id=request_id,
+        valid=opened.valid,
+        why=opened.why,
+        body=pretty,
+        physical=opened.physical.line() if opened.physical else "",
+        attestation=None
+        if attestation is None
+        else {
+            "valid": attestation.valid,
+            "why": attestation.why,
+            "linked": opened.linked(),
+            "body": json.dumps(attestation.body, indent=2, sort_keys=True) if attestation.body else "",
+        },
+    )
 
 
 @router.get("/requests/{request_id}/receipt.json", include_in_schema=False)
@@ -364,6 +390,16 @@ async def receipt_download(request: Request, request_id: str, p: PageReceipts) -
     opened = await open_receipt(console_of(request), request_id, p)
     headers = {"Content-Disposition": f'attachment; filename="receipt-{request_id}.json"'}
     return JSONResponse(opened.document, headers=headers)
+
+
+@router.get("/requests/{request_id}/physical.json", include_in_schema=False)
+async def attestation_download(request: Request, request_id: str, p: PageReceipts) -> JSONResponse:
+    """The signed physical attestation (issue 30), read with the receipt's permission; 404 while pending."""
+    opened = await open_receipt(console_of(request), request_id, p)
+    if opened.attestation is None:
+        raise HTTPException(404, "no physical attestation yet")
+    headers = {"Content-Disposition": f'attachment; filename="receipt-{request_id}.physical.json"'}
+    return JSONResponse(opened.attestation.document, headers=headers)
 
 
 @router.get("/audit", include_in_schema=False)

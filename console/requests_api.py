@@ -248,5 +248,15 @@ async def extend(request_id: str, body: Extension, p: Extends, console: ConsoleD
 
 @router.get("/api/requests/{request_id}/receipt")
 async def receipt(request_id: str, p: Receipts, console: ConsoleDep) -> dict[str, Any]:
+    """The signed receipt (its signature checked), where the physical clean-up stands (``physical``: its
+    ``state``, ``due_by``, ``attested_at``, ``run_id``, ``within_window`` and a ``summary`` line) and the
+    signed physical attestation once the platform's job covered the request (``attestation``, else null)."""
     opened = await open_receipt(console, request_id, p)
-    return {"signature_valid": opened.valid, "why": opened.why, "body": opened.body, "document": opened.document}
+    return {
+        "signature_valid": opened.valid,
+        "why": opened.why,
+        "body": opened.body,
+        "document": opened.document,
+        "physical": opened.physical_json(),
+        "attestation": opened.attestation_json(),
+    }

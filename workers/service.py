@@ -247,8 +247,9 @@ def ui_link(settings: Settings, request_id: str) -> str:
     return f"{settings.ui_url}/namespaces/{settings.temporal_namespace}/workflows/{workflow_id(request_id)}"
 
 
-async def worker_polling(client: Client, settings: Settings) -> bool:
-    """Whether a worker polls the settings' task queue for activities (one is running)."""
+async def worker_polling(client: Client, settings: Settings, task_queue: str | None = None) -> bool:
+    """Whether a worker polls ``task_queue`` (default: the settings' task queue) for activities (one is
+    running)."""
     from temporalio.api.enums.v1 import TaskQueueType
     from temporalio.api.taskqueue.v1 import TaskQueue
     from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
@@ -256,7 +257,7 @@ async def worker_polling(client: Client, settings: Settings) -> bool:
     resp = await client.workflow_service.describe_task_queue(
         DescribeTaskQueueRequest(
             namespace=settings.temporal_namespace,
-            task_queue=TaskQueue(name=settings.task_queue),
+            task_queue=TaskQueue(name=task_queue or settings.task_queue),
             task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
         )
     )

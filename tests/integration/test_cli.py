@@ -1,19 +1,24 @@
-"""The compliance CLI against the real stack: clear refusals, requests, status, holds, receipts, re-verify."""
+"""The compliance CLI against the real stack: clear refusals, requests, status, holds, receipts and physical
+attestations, re-verify."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from temporalio.testing import WorkflowEnvironment
+from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
+from activities.physical_job import PhysicalJobActivities
 from stores.operations.fingerprint import snapshot
 from tests.saga_harness import SagaHarness
+from workers.local_secrets import load_secrets
 from workers.stack.seeding.seeder import user_ids
+from workflows.contracts.physical import PhysicalAttestInput, PhysicalBeginInput, PhysicalCoverInput
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -101,6 +106,7 @@ async def test_request_status_receipt_and_reverify(
     assert code == 0
     receipt = tmp_path / "receipt.json"
     receipt.write_text(out)
+    (tmp_path / "kept.json").write_text(out)
     code, out, _ = await cli(saga, temporal_env, "receipt", "verify", str(receipt))
     assert (code, out.startswith("valid")) == (0, True)
     receipt.write_text(receipt.read_text().replace('"due_met": true', '"due_met": false'))
@@ -109,6 +115,7 @@ async def test_request_status_receipt_and_reverify(
     assert "altered or forged" in out
     code, out, _ = await cli(saga, temporal_env, "receipt", "public-key")
     assert out.startswith("-----BEGIN PUBLIC KEY-----")
+    await _the_physical_attestation_through_the_cli(saga, temporal_env, request_id, tmp_path / "kept.json")
 
     before = await asyncio.to_thread(snapshot, saga.platform, app, users)
     row_before = saga.platform.requests.get(request_id)
@@ -119,6 +126,42 @@ async def test_request_status_receipt_and_reverify(
     assert any(line.split()[:2] == ["ok", "logs"] and line.endswith(" nothing left") for line in out.splitlines()), out
     assert await asyncio.to_thread(snapshot, saga.platform, app, users) == before
     assert saga.platform.requests.get(request_id) == row_before
+
+
+async def _the_physical_attestation_through_the_cli(
+    saga: SagaHarness, env: WorkflowEnvironment, request_id: str, receipt: Path
+) -> None:
+    """Issue 30: ``receipt show`` says ``physical: pending (due by ...)``, then ``done at ...`` once the
+    platform's physical job covered the request; ``--physical`` prints the signed attestation, which
+    ``receipt verify`` checks, with its link to the receipt (``--receipt``)."""
+    code, out, _ = await cli(saga, env, "receipt", "show", request_id)
+    assert code == 0
+    assert "  physical: pending (due by " in out
+    code, _out, err = await cli(saga, env, "receipt", "show", request_id, "--physical")
+    assert code == 2
+    assert f"no physical attestation for request {request_id} (yet): physical: pending" in err
+
+    job = PhysicalJobActivities(saga.platform, load_secrets(saga.settings).signing_key)
+    activities, run_id = ActivityEnvironment(), f"physical-cli-{uuid.uuid4().hex[:8]}"
+    begun = activities.run(job.physical_begin, PhysicalBeginInput(run_id, 100_000))
+    for store in begun.stores:
+        activities.run(job.physical_cover, PhysicalCoverInput(run_id, store, [request_id]))
+    activities.run(job.physical_attest, PhysicalAttestInput(run_id, begun.started_at, [request_id], begun.stores))
+
+    code, out, _ = await cli(saga, env, "receipt", "show", request_id)
+    assert f" by run {run_id} (within window yes)" in out
+    code, out, _ = await cli(saga, env, "receipt", "show", request_id, "--json")
+    assert out == await asyncio.to_thread(receipt.read_text)  # --json prints the receipt document as before
+    code, out, _ = await cli(saga, env, "receipt", "show", request_id, "--physical")
+    assert code == 0
+    attestation = receipt.with_name("attestation.json")
+    attestation.write_text(out)
+    code, out, _ = await cli(saga, env, "receipt", "verify", str(attestation), "--receipt", str(receipt))
+    assert code == 0, out
+    assert f"(physical attestation: every store covered, run {run_id}) signed by this key, linked" in out
+    code, out, _ = await cli(saga, env, "receipt", "verify", str(attestation), "--receipt", str(attestation))
+    assert code == 1  # an attestation is no receipt: its hash is not its own receipt_sha256
+    assert "NOT LINKED" in out
 
 
 async def test_hold_and_release_through_the_cli(saga: SagaHarness, temporal_env: WorkflowEnvironment) -> None:

@@ -30,7 +30,9 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from google.protobuf import json_format
 from psycopg.types.json import Jsonb
+from temporalio.testing import ActivityEnvironment
 
+from activities.physical_job import PhysicalJobActivities
 from console.app import PUBLIC_PATHS
 from console.identity import ROLES
 from stores.privacy.identity import subject_key
@@ -42,6 +44,7 @@ from workers.codec import EncryptionCodec
 from workers.local_secrets import load_secrets
 from workers.stack.seeding.seeder import user_ids
 from workflows.contracts.erasure import workflow_id
+from workflows.contracts.physical import PhysicalAttestInput, PhysicalBeginInput, PhysicalCoverInput
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -750,6 +753,69 @@ async def test_people_log_in_with_pkce_file_approve_and_see_the_receipt_valid(ap
     assert console.oidc is not None
 
 
+async def test_the_receipt_shows_physical_pending_then_done_with_the_signed_attestation(api: Api) -> None:
+    """Issue 30: the request page, the receipt page and the receipt API say ``physical: pending (due by ...)``
+    after the erasure, and ``physical: done at ...`` with the signed attestation (linked to the receipt, read
+    with the receipt's permission) once the platform's physical job covered the request."""
+    (target,) = user_ids(1, 611, prefix="consolephys")
+    await api.saga.seed(APP, [target])
+    request_id = await api.file(target, sub="rita@compliance.example")
+    await api.wait_for_state(request_id, "pending_approval")
+    approver = api.bearer("amir@compliance.example", "approver")
+    assert (await api.http.post(f"/api/requests/{request_id}/approve", headers=approver)).status_code == 200
+    assert (await api.saga.result(request_id)).status == "completed"
+    auditor, requester = api.bearer("olga@audit.example", "auditor"), api.bearer("rita@compliance.example", "requester")
+
+    pending = (await api.http.get(f"/api/requests/{request_id}/receipt", headers=auditor)).json()
+    assert pending["physical"]["state"] == "pending"
+    assert pending["physical"]["summary"] == f"pending (due by {pending['physical']['due_by']})"
+    assert pending["body"]["physical"]["state"] == "pending"
+    assert pending["attestation"] is None
+    amir = Browser(api)
+    try:
+        await amir.login("amir@compliance.example", "approver")
+        page = await amir.http.get(f"/requests/{request_id}")
+        assert '<p id="physical">physical: pending (due by ' in page.text
+        assert (await amir.http.get(f"/requests/{request_id}/physical.json")).status_code == 404  # not yet
+
+        # the platform's physical job covers the request (its activities, as its scheduled run calls them)
+        job = PhysicalJobActivities(api.saga.platform, load_secrets(api.saga.settings).signing_key)
+        env, run_id = ActivityEnvironment(), f"physical-console-{uuid.uuid4().hex[:8]}"
+        begun = env.run(job.physical_begin, PhysicalBeginInput(run_id, 100_000))
+        assert request_id in begun.request_ids
+        for store in begun.stores:
+            env.run(job.physical_cover, PhysicalCoverInput(run_id, store, [request_id]))
+        attested = env.run(
+            job.physical_attest, PhysicalAttestInput(run_id, begun.started_at, [request_id], begun.stores)
+        )
+        assert attested.attested == 1
+
+        done = (await api.http.get(f"/api/requests/{request_id}/receipt", headers=requester)).json()
+        assert done["physical"]["state"] == "done"
+        assert done["physical"]["run_id"] == run_id
+        assert done["physical"]["summary"].startswith(f"done at {done['physical']['attested_at']} by run {run_id}")
+        assert done["physical"]["within_window"] is True
+        assert done["attestation"]["signature_valid"] is True
+        assert done["attestation"]["linked_to_receipt"] is True
+        assert done["attestation"]["body"]["schema"] == "physical-attestation/1"
+        assert done["attestation"]["body"]["request_id"] == request_id
+        assert target not in json.dumps(done)
+        receipt_page = await amir.http.get(f"/requests/{request_id}/receipt")
+        assert '<p id="physical">physical: done at ' in receipt_page.text
+        assert "linked to this receipt" in receipt_page.text
+        page = await amir.http.get(f"/requests/{request_id}")
+        assert f"by run {run_id} (within window yes)" in page.text
+        download = await amir.http.get(f"/requests/{request_id}/physical.json")
+        assert download.status_code == 200
+        assert "attachment" in download.headers["content-disposition"]
+        assert download.json() == done["attestation"]["document"]
+    finally:
+        await amir.close()
+    # the receipt's permission guards the attestation: an admin (no receipts:read) reads neither
+    admin = api.bearer("ada@ops.example", "admin")
+    assert (await api.http.get(f"/api/requests/{request_id}/receipt", headers=admin)).status_code == 403
+
+
 #: the console's pages: who may open or post what (None: public)
 PAGES: dict[tuple[str, str], set[str]] = {
     ("GET", "/"): {"requester", "approver", "auditor", "admin"},
@@ -762,6 +828,7 @@ PAGES: dict[tuple[str, str], set[str]] = {
     ("POST", "/requests/{request_id}/cancel"): {"requester", "approver"},
     ("GET", "/requests/{request_id}/receipt"): {"requester", "approver", "auditor"},
     ("GET", "/requests/{request_id}/receipt.json"): {"requester", "approver", "auditor"},
+    ("GET", "/requests/{request_id}/physical.json"): {"requester", "approver", "auditor"},  # the attestation
     ("POST", "/requests/{request_id}/hold"): {"admin"},
     ("POST", "/requests/{request_id}/release"): {"admin"},
     ("GET", "/audit"): {"auditor", "admin"},

@@ -13,7 +13,8 @@ exported beside the receipt. Request ids, store names, counters and times: nothi
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -21,8 +22,8 @@ from psycopg_pool import ConnectionPool
 
 from stores.adapters.interface import Coverage
 from stores.books import physical_pending
-from stores.books.physical_pending import Kind, Pending
-from verifier.receipts.signing import ATTESTATION_SCHEMA_ID, document_bytes
+from stores.books.physical_pending import Kind, Pending, PhysicalStatus
+from verifier.receipts.signing import ATTESTATION_SCHEMA_ID, digest, document_bytes
 
 
 def attestation_key(request_id: str) -> str:
@@ -98,3 +99,76 @@ def load_attestation(pool: ConnectionPool, request_id: str) -> dict[str, Any] | 
 
 def attestation_bytes(document: dict[str, Any]) -> bytes:
     return document_bytes(document)
+
+
+def link_problem(attestation: dict[str, Any], receipt: dict[str, Any]) -> str:
+    """Why an attestation's body is not about the receipt whose body is ``receipt`` ("" when it is): the same
+    request id, and the SHA-256 of the receipt (``signing.digest``, over its canonical body)."""
+    if attestation.get("request_id") != receipt.get("request_id"):
+        return (
+            f"the attestation is for request {attestation.get('request_id')}, "
+            f"the receipt for {receipt.get('request_id')}"
+        )
+    if attestation.get("receipt_sha256") != digest({"receipt": receipt}):
+        return "the attestation's receipt_sha256 is not the SHA-256 of this receipt (another or an altered receipt)"
+    return ""
+
+
+@dataclass(frozen=True)
+class PhysicalView:
+    """Where a request's physical clean-up stands, as ``erasure receipt show`` and the console say it.
+
+    ``state``: ``pending`` (owed an attestation by ``due_by``), ``done`` (attested at ``attested_at`` by the
+    job's run ``run_id``), ``in_saga`` (the request's own plan ran vacuum and compaction), ``not_needed``
+    (nothing deleted, a suppression) or ``unrecorded`` (a receipt issued before the physical job existed).
+    """
+
+    state: str
+    due_by: str | None = None
+    attested_at: str | None = None
+    run_id: str | None = None
+    within_window: bool | None = None
+    overdue: bool = False  # pending and past ``due_by``
+
+    def line(self) -> str:
+        if self.state == "pending":
+            return f"pending (due by {self.due_by}{', OVERDUE' if self.overdue else ''})"
+        if self.state == "done":
+            window = {True: "yes", False: "no", None: "unknown"}[self.within_window]
+            return f"done at {self.attested_at} by run {self.run_id} (within window {window})"
+        return {"in_saga": "in saga", "not_needed": "not needed"}.get(
+            self.state, "not recorded (the receipt predates the physical job)"
+        )
+
+
+def describe_physical(
+    status: PhysicalStatus | None,
+    attestation: dict[str, Any] | None,
+    receipt: dict[str, Any] | None,
+    now: datetime | None = None,
+) -> PhysicalView:
+    """The view from the physical books' row (``status``), the signed attestation's body and the receipt's
+    body (each ``None`` when there is none): the books say pending or done; a request they never held says
+    what its receipt's ``physical`` entry says."""
+    if status is not None:
+        due = status.due_at.isoformat()
+        if status.state == "done" and status.attested_at is not None:
+            within = attestation.get("within_window") if attestation is not None else None
+            if not isinstance(within, bool):
+                within = status.attested_at <= status.due_at
+            return PhysicalView("done", due, status.attested_at.isoformat(), status.run_id, within)
+        return PhysicalView("pending", due, overdue=status.due_at < (now or datetime.now(UTC)))
+    entry = (receipt or {}).get("physical")
+    state = entry.get("state") if isinstance(entry, dict) else None
+    if state in ("in_saga", "not_needed"):
+        return PhysicalView(str(state))
+    if state == "pending" and isinstance(entry, dict):  # filed, but the books hold no row (restored books)
+        return PhysicalView("pending", str(entry.get("due_by")))
+    return PhysicalView("unrecorded")
+
+
+def read_physical(pool: ConnectionPool, request_id: str, receipt: dict[str, Any] | None) -> PhysicalView:
+    """``describe_physical`` of the request, read from the books and the stored attestation."""
+    status = physical_pending.status(pool, request_id)
+    attestation = load_attestation(pool, request_id) if status is not None and status.state == "done" else None
+    return describe_physical(status, attestation["receipt"] if attestation else None, receipt)
