@@ -203,7 +203,10 @@ def check_adapters(settings: Settings, secrets: Secrets) -> PartCheck:
     with build_platform(settings, secrets) as platform:
         registry = platform.adapters
         left_out = f"; no store for {', '.join(registry.not_configured)}" if registry.not_configured else ""
-        plan = "plan: " + ", ".join(registry.names) + left_out
+        # the erasure's plan (what worker_plan gives a request) and the physical job's stores, apart
+        physical = [p.name for p in registry.plan if p.after_sweep]
+        saga = [p.name for p in registry.plan if not p.after_sweep]
+        plan = "plan: " + ", ".join(saga) + (f"; physical job: {', '.join(physical)}" if physical else "") + left_out
         try:  # the adapters read and write through this pool: a plan over an unreachable database is not ready
             with platform.pool.connection(timeout=TIMEOUT) as conn:
                 conn.execute("SELECT 1")

@@ -131,7 +131,7 @@ def test_worker_check_passes_in_production_mode_against_the_real_stack(
     assert all(line.split()[1] == "ok" for line in lines), lines
     assert "schema at version" in lines[0]
     assert lines[-1].endswith(
-        "plan: artifacts, logs, response_cache, sessions, compaction, memory, keys, vacuum; "
+        "plan: artifacts, logs, response_cache, sessions, memory, keys; physical job: compaction, vacuum; "
         "no store for chroma_memory, qdrant_memory"
     ), lines
     assert not Path(production_env["ERASURE_STATE_DIR"]).exists(), "production mode wrote into the state dir"
