@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -267,6 +267,11 @@ class MemoryStore:
 
     def decrypt_row(self, row_id: uuid.UUID, sealed: bytes) -> str:
         return self._keys.decrypt(sealed, row_id.bytes).decode("utf-8")
+
+    def row_opener(self) -> Callable[[bytes, bytes], bytes | None]:
+        """Rows' contents opened with one key lookup per data key for the opener's life (``DataKeyStore.opener``:
+        ``(sealed, row id bytes)`` -> plaintext, ``None`` for a shredded key)."""
+        return self._keys.opener()
 
     def search(
         self,
@@ -562,12 +567,12 @@ class MemoryEraser:
                 "SELECT id, content_sealed FROM memories WHERE subject_key = %s ORDER BY created_at LIMIT %s",
                 (subject, limit),
             ).fetchall()
+        open_one = store.row_opener()  # the user's rows share a few data keys: one lookup each
         texts = []
         for row_id, sealed in rows:
-            try:
-                texts.append(store.decrypt_row(row_id, bytes(sealed)))
-            except DataKeyShredded:
-                continue
+            plain = open_one(bytes(sealed), row_id.bytes)
+            if plain is not None:  # None: its key is shredded
+                texts.append(plain.decode("utf-8"))
         return texts
 
     def holders_of_runs(
@@ -579,11 +584,14 @@ class MemoryEraser:
     ) -> set[uuid.UUID]:
         """Rows of other subjects holding one of ``runs`` word for word (``stores.memory.verbatim_copies``)."""
 
+        open_one = store.row_opener()  # one key lookup per data key among the candidates
+
         def opened(row_id: uuid.UUID, sealed: bytes) -> str | None:
             try:
-                return store.decrypt_row(row_id, sealed)
-            except (DataKeyShredded, CiphertextInvalid):
+                plain = open_one(sealed, row_id.bytes)
+            except CiphertextInvalid:
                 return None
+            return None if plain is None else plain.decode("utf-8")
 
         with self._pool.connection() as conn:
             return holders(conn, store.subject_secret, opened, runs, excluding_subject, excluding_rows)

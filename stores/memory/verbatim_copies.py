@@ -89,18 +89,24 @@ def holders(
     excluding_rows: Sequence[uuid.UUID] = (),
 ) -> set[uuid.UUID]:
     """Rows of subjects other than ``excluding_subject`` (``excluding_rows`` aside) whose content holds one of
-    ``runs`` word for word: an indexed probe per run, then the candidates opened and compared in order."""
+    ``runs`` word for word: an indexed probe per run, then the candidates opened and compared in order. A
+    candidate of several runs (common template text is) is opened once per call: its words' digests, in order,
+    are kept for the next run that names it."""
     found: set[uuid.UUID] = set()
+    opened: dict[uuid.UUID, list[str] | None] = {}
     for run, rare in _probed(conn, runs):
         for row_id, sealed, digests in _probe(conn, rare, excluding_subject, excluding_rows):
             if row_id in found:
                 continue
-            text = opener(row_id, bytes(sealed))
-            if text is None:  # sealed under a shredded key, or not under its own id: judged by its word digests
+            if row_id not in opened:
+                text = opener(row_id, bytes(sealed))
+                opened[row_id] = None if text is None else [token_digest(secret, w) for w in tokens(text)]
+            words = opened[row_id]
+            if words is None:  # sealed under a shredded key, or not under its own id: judged by its word digests
                 if set(run) <= set(digests):
                     found.add(row_id)
                 continue
-            if _holds_in_order([token_digest(secret, w) for w in tokens(text)], run):
+            if _holds_in_order(words, run):
                 found.add(row_id)
     return found
 

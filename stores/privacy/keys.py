@@ -114,9 +114,15 @@ class DataKeyStore:
     def decrypt_many(self, items: Sequence[tuple[bytes, bytes]]) -> list[bytes | None]:
         """Open many ``(blob, context)`` at once: one key lookup and one cipher object per data key (a memory
         search opens every embedding of the user). A blob whose key is shredded gives ``None``."""
+        open_one = self.opener()
+        return [open_one(blob, context) for blob, context in items]
+
+    def opener(self) -> Callable[[bytes, bytes], bytes | None]:
+        """``decrypt_many`` one blob at a time, for a caller that opens as it reads: one key lookup (and KMS
+        call) per data key for the opener's life, whatever the cache's TTL; ``None`` for a shredded key."""
         ciphers: dict[uuid.UUID, AESGCM | None] = {}
-        out: list[bytes | None] = []
-        for blob, context in items:
+
+        def open_one(blob: bytes, context: bytes) -> bytes | None:
             key_id = key_id_of(blob)
             if key_id not in ciphers:
                 try:
@@ -124,8 +130,9 @@ class DataKeyStore:
                 except DataKeyShredded:
                     ciphers[key_id] = None
             cipher = ciphers[key_id]
-            out.append(None if cipher is None else open_with(cipher, blob, context))
-        return out
+            return None if cipher is None else open_with(cipher, blob, context)
+
+        return open_one
 
     def _generate(self, subject_key: str) -> DataKey:
         for _attempt in range(3):

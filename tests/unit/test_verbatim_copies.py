@@ -1,0 +1,55 @@
+"""``holders``: the candidates of every run are opened once per call, not once per run that names them (a
+row that holds common template text is a candidate of many of the user's runs; opening it again for each run
+cost a data-key read and a KMS call per run, which made a load of 200 erasures crawl)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from stores.memory.verbatim_copies import holders
+from stores.privacy.embedding import tokens
+from stores.privacy.identity import token_digest
+
+SECRET = b"k" * 32
+
+
+class _Result:
+    def __init__(self, rows: list[tuple[Any, ...]]) -> None:
+        self.rows = rows
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return self.rows
+
+
+class _Conn:
+    """The two reads ``holders`` makes: the common-digest statistics (none common) and the GIN probe (every
+    candidate, whatever the run)."""
+
+    def __init__(self, candidates: list[tuple[Any, ...]]) -> None:
+        self.candidates = candidates
+
+    def execute(self, sql: str, params: Any = None) -> _Result:
+        return _Result([] if "pg_stats" in sql or "most_common" in sql else self.candidates)
+
+
+def _digests(text: str) -> list[str]:
+    return [token_digest(SECRET, w) for w in tokens(text)]
+
+
+def test_each_candidate_is_opened_once_however_many_runs_name_it() -> None:
+    user = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november"
+    words = _digests(user)
+    runs = [words[0:8], words[4:12], words[6:14]]
+    holder, other = uuid.uuid4(), uuid.uuid4()
+    texts = {holder: "so " + user + " end", other: "nothing of the kind at all here today"}
+    opened: list[uuid.UUID] = []
+
+    def opener(row_id: uuid.UUID, _sealed: bytes) -> str | None:
+        opened.append(row_id)
+        return texts[row_id]
+
+    candidates = [(row_id, b"sealed", sorted(set(_digests(t)))) for row_id, t in texts.items()]
+    found = holders(_Conn(candidates), SECRET, opener, runs, "sk_user")  # type: ignore[arg-type]
+    assert found == {holder}
+    assert sorted(opened) == sorted(texts)  # each once: three runs, two candidates, two openings
