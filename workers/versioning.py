@@ -132,13 +132,24 @@ async def describe_deployment(client: Client, name: str) -> DeploymentState:
     )
 
 
+def _interrupted(exc: RPCError) -> bool:
+    """The server cancelled the routing change ("operation was canceled": seen on a loaded machine once each
+    version polled two task queues, the erasure's and the physical job's): asking again is safe, a routing
+    change is idempotent."""
+    return exc.status in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.UNAVAILABLE)
+
+
 async def _until_known(call: Callable[[], Awaitable[T]], name: str, build_id: str, wait_seconds: float) -> T:
-    """``call()``, retried while the server does not know the version yet (its workers just started)."""
+    """``call()``, retried while the server does not know the version yet (its workers just started), or
+    cancelled the change before it propagated (asked again: setting a routing is idempotent)."""
     deadline = asyncio.get_running_loop().time() + wait_seconds
     while True:
         try:
             return await call()
         except RPCError as exc:
+            if _interrupted(exc) and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.5)
+                continue
             if not _not_found(exc):
                 raise
             if asyncio.get_running_loop().time() >= deadline:
