@@ -83,6 +83,7 @@ PLATFORM = frozenset(
         PhysicalActivityNames.COVER,
         PhysicalActivityNames.ATTEST,
         PhysicalActivityNames.WATCH,
+        PhysicalActivityNames.KEYS,
     }
 )
 

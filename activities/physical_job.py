@@ -34,6 +34,8 @@ from workflows.contracts.physical import (
     PhysicalBegun,
     PhysicalCovered,
     PhysicalCoverInput,
+    PhysicalKeysDone,
+    PhysicalKeysInput,
     PhysicalWatch,
 )
 
@@ -59,9 +61,11 @@ class PhysicalJobActivities(PlatformActivities):
     def physical_begin(self, inp: PhysicalBeginInput) -> PhysicalBegun:
         pool = self.platform.pool
         started = physical_pending.begin_run(pool, inp.run_id)
-        ids = [p.request_id for p in physical_pending.open_before(pool, started, inp.limit)]
+        pending = physical_pending.open_before(pool, started, inp.limit)
+        ids = [p.request_id for p in pending]
+        erasures = sum(1 for p in pending if p.kind == "erasure")
         log.info("physical_run_begun", run=inp.run_id, requests=len(ids))
-        return PhysicalBegun(started.isoformat(), ids, physical_stores(self.platform.adapters))
+        return PhysicalBegun(started.isoformat(), ids, physical_stores(self.platform.adapters), erasures)
 
     @activity.defn(name=PhysicalActivityNames.COVER)
     def physical_cover(self, inp: PhysicalCoverInput) -> PhysicalCovered:
@@ -71,6 +75,16 @@ class PhysicalJobActivities(PlatformActivities):
         counts = self._store(inp.store).cover_requests(inp.request_ids, beat)
         log.info("physical_store_covered", run=inp.run_id, store=inp.store, requests=len(inp.request_ids))
         return PhysicalCovered(inp.store, counts)
+
+    @activity.defn(name=PhysicalActivityNames.KEYS)
+    def physical_keys(self, inp: PhysicalKeysInput) -> PhysicalKeysDone:
+        """Rewrite ``data_keys`` and (``full``) switch the WAL: the shredded keys' wrapped copies leave the live
+        files (``KeyEpochs.compact``: the statement a managed database refuses is reported ``refused``)."""
+        if inp.rewrite == "off":
+            return PhysicalKeysDone({"vacuum_full": "off", "switch_wal": "off", "checkpoint": "off"})
+        done = self.platform.keys.epochs.compact(switch_wal=inp.rewrite == "full")
+        log.info("physical_keys_rewritten", **done)
+        return PhysicalKeysDone(done)
 
     @activity.defn(name=PhysicalActivityNames.ATTEST)
     def physical_attest(self, inp: PhysicalAttestInput) -> PhysicalAttested:
@@ -100,6 +114,7 @@ class PhysicalJobActivities(PlatformActivities):
                 now,
                 policy.unwrappable_by(item.deleted_by) if item.kind == "erasure" else None,
                 {"name": "erasure-orchestrator", "version": software_version()},
+                inp.keys_table if item.kind == "erasure" else {},
             )
             document = store_attestation(pool, inp.run_id, sign(body, self._key))
             self.platform.s3.put_object(
@@ -129,7 +144,7 @@ class PhysicalJobActivities(PlatformActivities):
         return PhysicalWatch(still_open, overdue, first)
 
     def activities(self) -> list[Callable[..., Any]]:
-        return [self.physical_begin, self.physical_cover, self.physical_attest, self.physical_watch]
+        return [self.physical_begin, self.physical_cover, self.physical_keys, self.physical_attest, self.physical_watch]
 
 
 def _now(pool: Any) -> datetime:

@@ -96,6 +96,7 @@ def physical_input(settings: Settings) -> PhysicalJobInput:
         epoch_days=settings.key_epoch_days,
         retention_days=settings.backup_retention_days,
         check_hours=KEY_EPOCH_CHECK.total_seconds() / 3600,
+        rewrite=settings.key_epoch_rewrite,
     )
 
 

@@ -488,9 +488,9 @@ class Settings(BaseSettings):
     )
     key_epoch_rewrite: Literal["full", "table", "off"] = Field(
         default="full",
-        description="After a rotation the key-epoch job rewrites the keys table and the WAL: full (VACUUM FULL "
-        "data_keys, pg_switch_wal(), CHECKPOINT), table (VACUUM FULL only: a managed database without the WAL "
-        "functions) or off.",
+        description="After a rotation the key-epoch job, and after erasures the physical clean-up job, rewrite "
+        "the keys table and the WAL: full (VACUUM FULL data_keys, pg_switch_wal(), CHECKPOINT), table (VACUUM FULL "
+        "only: a managed database without the WAL functions) or off.",
     )
     physical_window_minutes: float = Field(
         default=0,

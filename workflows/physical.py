@@ -10,10 +10,12 @@ queue so it never takes an erasure's activity slot):
    landed before it (oldest first, at most ``limit``), and the registered physical clean-up stores;
 2. ``physical_cover`` per store: one pass for all of them (Postgres: each table vacuumed once; SeaweedFS: the
    volumes holding garbage compacted once), the store's state read first as every request's baseline;
-3. ``physical_attest`` judges each request from the store's own evidence (counters, revisions) and signs a
+3. after erasures, ``physical_keys`` rewrites the keys table and switches the WAL (``rewrite``), so the live
+   files drop the shredded data keys' wrapped copies at once where the platform allows it;
+4. ``physical_attest`` judges each request from the store's own evidence (counters, revisions) and signs a
    physical attestation per covered request, linked to its receipt (same request id, the receipt's hash);
    one the evidence does not show covered stays open for the next run;
-4. ``physical_watch`` counts the requests past their window without an attestation (a metric); any fails
+5. ``physical_watch`` counts the requests past their window without an attestation (a metric); any fails
    the run once its work is done (``PhysicalWindowMissed``), so the schedule's runs show it.
 
 ``progress`` shows where it is. The history holds request ids, store names, counts and times.
@@ -34,12 +36,14 @@ with workflow.unsafe.imports_passed_through():
         PhysicalBeginInput,
         PhysicalCoverInput,
         PhysicalJobInput,
+        PhysicalKeysInput,
         PhysicalProgress,
         PhysicalResult,
         PhysicalWatch,
         physical_attest,
         physical_begin,
         physical_cover,
+        physical_keys,
         physical_watch,
     )
 
@@ -77,11 +81,30 @@ class PhysicalCleanupWorkflow:
                 )
                 for key, value in covered.counts.items():
                     counts[f"{store}.{key}"] = counts.get(f"{store}.{key}", 0) + value
+            keys_table: dict[str, str] = {}
+            if begun.erasures and inp.rewrite != "off":  # shredded keys: their wrapped copies leave the live files
+                self._progress = PhysicalProgress("rewriting keys", len(ids), len(stores), len(stores))
+                rewritten = await workflow.execute_activity(
+                    physical_keys,
+                    PhysicalKeysInput(inp.rewrite),
+                    start_to_close_timeout=timedelta(minutes=30),
+                    heartbeat_timeout=timedelta(seconds=30),
+                    retry_policy=retry_policies.STEP,
+                )
+                keys_table = rewritten.done
             self._progress = PhysicalProgress("attesting", len(ids), len(stores), len(stores))
             result = await workflow.execute_activity(
                 physical_attest,
                 PhysicalAttestInput(
-                    run_id, begun.started_at, ids, stores, inp.epoch_days, inp.retention_days, inp.check_hours, counts
+                    run_id,
+                    begun.started_at,
+                    ids,
+                    stores,
+                    inp.epoch_days,
+                    inp.retention_days,
+                    inp.check_hours,
+                    counts,
+                    keys_table,
                 ),
                 start_to_close_timeout=timedelta(minutes=30),
                 heartbeat_timeout=timedelta(seconds=30),

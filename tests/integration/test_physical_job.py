@@ -9,10 +9,12 @@ physical work (a vacuum lock held elsewhere does not stop it).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,10 +27,14 @@ from activities.physical_job import PhysicalJobActivities
 from stores.books import physical_pending
 from stores.physical import evidence
 from stores.physical.vacuum import TABLES
+from stores.privacy.identity import subject_key
+from tests.raw_scan import Pattern, scan
 from tests.saga_harness import SagaHarness
 from verifier.receipts.attestation import attestation_key, load_attestation
 from verifier.receipts.signing import digest, load_public_key, public_key_pem, signing_key, verify
 from workers.local_secrets import load_secrets
+from workers.settings import Settings
+from workers.stack.parts import PostgresPart
 from workers.stack.seeding.seeder import user_ids
 from workers.worker import build_physical_worker
 from workflows.contracts.physical import (
@@ -205,3 +211,47 @@ async def test_an_erasure_does_not_wait_for_physical_work_held_by_someone_else(s
             holder.execute("SELECT pg_advisory_unlock_all()")
     assert result.status == "completed"
     assert saga.receipt_body(result.request_id)["physical"]["state"] == "pending"
+
+
+async def test_after_an_erasure_the_jobs_run_drops_the_shredded_wrapped_key_from_the_live_files(
+    saga: SagaHarness, physical_queue: str, local_stack: Settings
+) -> None:
+    """The saga deletes the data key's row; its wrapped copy stays in ``data_keys``' heap as a dead tuple (and
+    in its index) until the table is rewritten. The job's run after an erasure rewrites the keys table and
+    switches the WAL: a raw scan of the relation files finds the erased user's wrapped key before the run and
+    not after, while it finds a control's (the scan sees what is there)."""
+    target, control = user_ids(2, 304, prefix="physkeys")
+    await saga.seed(APP, [target, control], "small", 304)
+    keys = {u: wrapped_key(saga, subject_key(saga.platform.config.subject_secret, APP, u)) for u in (target, control)}
+    result = await saga.erase(APP, target)
+    assert result.status == "completed"
+    data_dir = PostgresPart(local_stack).data_dir
+    needles = {"target": keys[target], "control": keys[control]}
+    before = await asyncio.to_thread(relation_hits, saga, data_dir, needles)
+    assert before["target"], "the scan must see the erased user's wrapped key in the keys table's files"
+    run = await _run_job(saga, physical_queue)
+    assert run.attested >= 1
+    document = load_attestation(saga.platform.pool, result.request_id)
+    assert document is not None
+    assert document["receipt"]["keys_table"]["vacuum_full"] == "done"
+    after = await asyncio.to_thread(relation_hits, saga, data_dir, needles)
+    assert not after["target"], after["target"]
+    assert after["control"], "the scan must see the control's wrapped key in the keys table's files"
+
+
+def wrapped_key(saga: SagaHarness, subject: str) -> bytes:
+    with saga.platform.pool.connection() as conn:
+        row = conn.execute("SELECT wrapped_key FROM data_keys WHERE subject_key = %s", (subject,)).fetchone()
+    assert row is not None
+    return bytes(row[0])
+
+
+def relation_hits(saga: SagaHarness, data_dir: Path, needles: dict[str, bytes]) -> dict[str, list[str]]:
+    """Per needle, the relation files (heap, index, TOAST) of Postgres's data directory holding it."""
+    with saga.platform.pool.connection() as conn:
+        conn.execute("CHECKPOINT")  # dirty pages to the files: the scan sees what the database holds
+    found = scan({"postgres": [data_dir]}, [Pattern(label, "raw", data) for label, data in needles.items()])
+    return {
+        label: sorted(h for h in found.of(label) if h.startswith(("postgres:base/", "postgres:global/")))
+        for label in needles
+    }

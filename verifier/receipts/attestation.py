@@ -51,6 +51,7 @@ def attestation_body(
     attested_at: datetime,
     key_unwrappable_by: datetime | None,
     software: dict[str, str],
+    keys_table: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     return {
         "schema": ATTESTATION_SCHEMA_ID,
@@ -69,6 +70,8 @@ def attestation_body(
             for name, c in sorted(coverage.items())
         ],
         "key_unwrappable_by": key_unwrappable_by.isoformat() if key_unwrappable_by else None,
+        # the keys table rewritten and the WAL switched after the shred (vacuum_full / switch_wal / checkpoint)
+        "keys_table": dict(keys_table or {}),
         "software": software,
     }
 

@@ -22,6 +22,7 @@ class PhysicalActivityNames:
     COVER = "physical_cover"
     ATTEST = "physical_attest"
     WATCH = "physical_watch"
+    KEYS = "physical_keys"
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,9 @@ class PhysicalJobInput:
     retention_days: float = 35.0
     check_hours: float = 24.0
     fail_on_overdue: bool = True  # a request past its window fails the run (after its work is done)
+    #: after erasures: rewrite the keys table and switch the WAL (ERASURE_KEY_EPOCH_REWRITE: full|table|off),
+    #: so the live files drop the shredded data keys' wrapped copies at once
+    rewrite: str = "full"
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,7 @@ class PhysicalBegun:
     started_at: str  # the run's bound: requests whose deletions had all landed before it
     request_ids: list[str] = field(default_factory=list)
     stores: list[str] = field(default_factory=list)  # the physical clean-up adapters, in plan order
+    erasures: int = 0  # of the requests, erasures (their data keys were shredded)
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,17 @@ class PhysicalAttestInput:
     retention_days: float = 35.0
     check_hours: float = 24.0
     counts: dict[str, int] = field(default_factory=dict)  # what the run did, summed over its stores
+    keys_table: dict[str, str] = field(default_factory=dict)  # vacuum_full / switch_wal / checkpoint -> done|...
+
+
+@dataclass(frozen=True)
+class PhysicalKeysInput:
+    rewrite: str  # full | table | off
+
+
+@dataclass(frozen=True)
+class PhysicalKeysDone:
+    done: dict[str, str] = field(default_factory=dict)  # vacuum_full / switch_wal / checkpoint -> done|refused|off
 
 
 @dataclass(frozen=True)
@@ -115,6 +131,11 @@ def physical_cover(inp: PhysicalCoverInput) -> PhysicalCovered:
 
 @activity.defn(name=PhysicalActivityNames.ATTEST)
 def physical_attest(inp: PhysicalAttestInput) -> PhysicalAttested:
+    raise NotImplementedError("an activity declaration: the worker runs the implementation in activities/")
+
+
+@activity.defn(name=PhysicalActivityNames.KEYS)
+def physical_keys(inp: PhysicalKeysInput) -> PhysicalKeysDone:
     raise NotImplementedError("an activity declaration: the worker runs the implementation in activities/")
 
 
