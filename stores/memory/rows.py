@@ -37,7 +37,7 @@ from stores.memory.lifecycle_rules import (
     importance_of,
     tier_of,
 )
-from stores.memory.verbatim_copies import distinctive, holders
+from stores.memory.verbatim_copies import candidates, distinctive, holding
 from stores.privacy.embedding import Embedder, HashingEmbedder, tokens
 from stores.privacy.identity import (
     derived_key,
@@ -594,7 +594,10 @@ class MemoryEraser:
             return None if plain is None else plain.decode("utf-8")
 
         with self._pool.connection() as conn:
-            return holders(conn, store.subject_secret, opened, runs, excluding_subject, excluding_rows)
+            probed = candidates(conn, runs, excluding_subject, excluding_rows)
+        # opened with the connection given back: a data key's read takes one of its own, and a call holding
+        # one while asking for another starved the pool under concurrent erasures (PoolTimeout in begin_request)
+        return holding(store.subject_secret, opened, probed)
 
     def distinctive_runs(
         self, runs: Sequence[Sequence[str]], excluding_subject: str, excluding_rows: Sequence[uuid.UUID] = ()

@@ -80,22 +80,27 @@ def _probed(conn: Connection[Any], runs: Sequence[Sequence[str]]) -> list[tuple[
     return [(run, rare) for run, rare in pairs if len(rare) >= MIN_RARE]
 
 
-def holders(
+Candidates = list[tuple[Sequence[str], list[tuple[Any, ...]]]]
+
+
+def candidates(
     conn: Connection[Any],
-    secret: bytes,
-    opener: Opener,
     runs: Sequence[Sequence[str]],
     excluding_subject: str,
     excluding_rows: Sequence[uuid.UUID] = (),
-) -> set[uuid.UUID]:
-    """Rows of subjects other than ``excluding_subject`` (``excluding_rows`` aside) whose content holds one of
-    ``runs`` word for word: an indexed probe per run, then the candidates opened and compared in order. A
-    candidate of several runs (common template text is) is opened once per call: its words' digests, in order,
-    are kept for the next run that names it."""
+) -> Candidates:
+    """Each probed run with its candidate rows ``(id, sealed content, word digests)``: the reads, done with
+    ``conn``; opening them (``holding``) needs none of it, so the caller gives the connection back first."""
+    return [(run, _probe(conn, rare, excluding_subject, excluding_rows)) for run, rare in _probed(conn, runs)]
+
+
+def holding(secret: bytes, opener: Opener, probed: Candidates) -> set[uuid.UUID]:
+    """The candidates whose content holds their run word for word. A candidate of several runs (common
+    template text is) is opened once: its words' digests, in order, are kept for the next run that names it."""
     found: set[uuid.UUID] = set()
     opened: dict[uuid.UUID, list[str] | None] = {}
-    for run, rare in _probed(conn, runs):
-        for row_id, sealed, digests in _probe(conn, rare, excluding_subject, excluding_rows):
+    for run, rows in probed:
+        for row_id, sealed, digests in rows:
             if row_id in found:
                 continue
             if row_id not in opened:
@@ -109,6 +114,20 @@ def holders(
             if _holds_in_order(words, run):
                 found.add(row_id)
     return found
+
+
+def holders(
+    conn: Connection[Any],
+    secret: bytes,
+    opener: Opener,
+    runs: Sequence[Sequence[str]],
+    excluding_subject: str,
+    excluding_rows: Sequence[uuid.UUID] = (),
+) -> set[uuid.UUID]:
+    """Rows of subjects other than ``excluding_subject`` (``excluding_rows`` aside) whose content holds one of
+    ``runs`` word for word: an indexed probe per run (``candidates``), then the candidates opened and compared
+    in order (``holding``)."""
+    return holding(secret, opener, candidates(conn, runs, excluding_subject, excluding_rows))
 
 
 def distinctive(

@@ -1,12 +1,17 @@
 """``holders``: the candidates of every run are opened once per call, not once per run that names them (a
 row that holds common template text is a candidate of many of the user's runs; opening it again for each run
-cost a data-key read and a KMS call per run, which made a load of 200 erasures crawl)."""
+cost a data-key read and a KMS call per run, which made a load of 200 erasures crawl); and they are opened
+with no pool connection held (a data key's read takes one: holding one while asking for another starved the
+pool when many erasures began at once)."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
+from stores.memory.rows import MemoryEraser
 from stores.memory.verbatim_copies import holders
 from stores.privacy.embedding import tokens
 from stores.privacy.identity import token_digest
@@ -53,3 +58,44 @@ def test_each_candidate_is_opened_once_however_many_runs_name_it() -> None:
     found = holders(_Conn(candidates), SECRET, opener, runs, "sk_user")  # type: ignore[arg-type]
     assert found == {holder}
     assert sorted(opened) == sorted(texts)  # each once: three runs, two candidates, two openings
+
+
+class _Pool:
+    """One connection, as a pool of size one: asking for a second while the first is out is the starvation
+    the concurrent erasures hit (every activity slot holding one and waiting for another)."""
+
+    def __init__(self, conn: _Conn) -> None:
+        self.conn, self.out = conn, 0
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[_Conn]:
+        assert self.out == 0, "a second connection asked for while one is held"
+        self.out += 1
+        try:
+            yield self.conn
+        finally:
+            self.out -= 1
+
+
+class _Store:
+    """What ``holders_of_runs`` asks of the memory service: its secret and a row opener that, like a data
+    key's read, takes a connection of the pool."""
+
+    def __init__(self, pool: _Pool, texts: dict[uuid.UUID, str]) -> None:
+        self.subject_secret, self.pool, self.texts = SECRET, pool, texts
+
+    def row_opener(self) -> Any:
+        def open_one(_sealed: bytes, row_id: bytes) -> bytes:
+            with self.pool.connection():
+                return self.texts[uuid.UUID(bytes=row_id)].encode()
+
+        return open_one
+
+
+def test_candidates_are_opened_with_no_connection_held() -> None:
+    user = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima"
+    holder = uuid.uuid4()
+    texts = {holder: user}
+    pool = _Pool(_Conn([(holder, b"sealed", sorted(set(_digests(user))))]))
+    found = MemoryEraser(pool).holders_of_runs([_digests(user)[0:8]], "sk_user", _Store(pool, texts))  # type: ignore[arg-type]
+    assert found == {holder}
