@@ -75,6 +75,7 @@ class Fakes:
     held: bool = False
     hold_after: str = ""  # the step whose "work" places a hold as it completes (no signal: nobody told the saga)
     failing: dict[str, ApplicationError] = field(default_factory=dict)  # step -> the error it raises
+    flaky: dict[str, int] = field(default_factory=dict)  # step -> attempts that fail (retryable) before it works
     final_passes: bool = True
     calls: list[str] = field(default_factory=list)  # destructive work done, and the bookkeeping, in order
     refused: list[str] = field(default_factory=list)  # destructive steps that found the hold and did nothing
@@ -89,6 +90,9 @@ class Fakes:
         if self.held:  # the real steps read the hold store right before their work
             self.refused.append(name)
             return StepResult(name, held=True)
+        if self.flaky.get(name, 0) >= activity.info().attempt:
+            self.calls.append(f"{name}?")
+            raise ApplicationError("store briefly unreachable", type="Unavailable")
         if name in self.failing:
             self.calls.append(f"{name}!")
             raise self.failing[name]
@@ -267,7 +271,7 @@ async def test_a_hold_stops_the_next_destructive_step_until_released(
     assert all(fakes.calls.count(s) == 1 for s in DESTRUCTIVE), fakes.calls  # every step's work ran once
     assert {s.name: s.attempts for s in result.steps}["memory"] == 1  # a held step did nothing: attempts unchanged
     if signalled:
-        assert waited < HOLD_RECHECK  # the signal woke the gate at once
+        assert waited < timedelta(minutes=1)  # the signal woke the gate at once, long before its re-check
     else:
         # the gate's own durable re-check (in skipped time) found the release
         assert waited >= HOLD_RECHECK - timedelta(seconds=1)
@@ -365,6 +369,18 @@ async def test_a_store_failing_for_good_fails_the_saga_lifts_the_fence_and_recor
     assert progress.stage == "logs"
     assert states(progress)["logs"] == "failed"
     assert states(progress)["lift_fence"] == ("failed" if lift_fails else "done")
+
+
+async def test_a_transient_store_error_is_retried_not_a_failure(time_skipping_env: WorkflowEnvironment) -> None:
+    fakes = Fakes(flaky={"logs": 2})
+    async with saga(time_skipping_env, fakes, erasure_input()) as handle:
+        result = await asyncio.wait_for(handle.result(), 30)
+    assert result.status == "completed"
+    assert fakes.calls.count("logs?") == 2
+    assert fakes.calls.count("logs") == 1
+    assert {s.name: s.attempts for s in result.steps}["logs"] == 1  # the activity's retries, one step
+    assert fakes.calls.index("logs") < fakes.calls.index("keys")
+    assert [f.status for f in fakes.finished] == ["completed"]
 
 
 async def test_a_failed_final_verification_is_reported_not_completed(time_skipping_env: WorkflowEnvironment) -> None:
