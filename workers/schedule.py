@@ -92,11 +92,13 @@ def key_epoch_schedule(settings: Settings) -> Schedule:
 
 
 def physical_input(settings: Settings) -> PhysicalJobInput:
+    """The job's input: the key-epoch policy (the attestation states its bound) and the keys table's rewrite."""
+    epochs = key_epoch_input(settings)
     return PhysicalJobInput(
-        epoch_days=settings.key_epoch_days,
-        retention_days=settings.backup_retention_days,
-        check_hours=KEY_EPOCH_CHECK.total_seconds() / 3600,
-        rewrite=settings.key_epoch_rewrite,
+        epoch_days=epochs.epoch_days,
+        retention_days=epochs.retention_days,
+        check_hours=epochs.check_hours,
+        rewrite=epochs.rewrite,
     )
 
 

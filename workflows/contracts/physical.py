@@ -119,26 +119,30 @@ class PhysicalResult:
     watch: PhysicalWatch
 
 
+def _declared_only() -> NotImplementedError:
+    return NotImplementedError("an activity declaration: the worker runs the implementation in activities/")
+
+
 @activity.defn(name=PhysicalActivityNames.BEGIN)
 def physical_begin(inp: PhysicalBeginInput) -> PhysicalBegun:
-    raise NotImplementedError("an activity declaration: the worker runs the implementation in activities/")
+    raise _declared_only()
 
 
 @activity.defn(name=PhysicalActivityNames.COVER)
 def physical_cover(inp: PhysicalCoverInput) -> PhysicalCovered:
-    raise NotImplementedError("an activity declaration: the worker runs the implementation in activities/")
+    raise _declared_only()
 
 
 @activity.defn(name=PhysicalActivityNames.ATTEST)
 def physical_attest(inp: PhysicalAttestInput) -> PhysicalAttested:
-    raise NotImplementedError("an activity declaration: the worker runs the implementation in activities/")
+    raise _declared_only()
 
 
 @activity.defn(name=PhysicalActivityNames.KEYS)
 def physical_keys(inp: PhysicalKeysInput) -> PhysicalKeysDone:
-    raise NotImplementedError("an activity declaration: the worker runs the implementation in activities/")
+    raise _declared_only()
 
 
 @activity.defn(name=PhysicalActivityNames.WATCH)
 def physical_watch() -> PhysicalWatch:
-    raise NotImplementedError("an activity declaration: the worker runs the implementation in activities/")
+    raise _declared_only()
