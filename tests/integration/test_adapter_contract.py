@@ -1,15 +1,16 @@
 """The contract every registered erase adapter satisfies, checked the same way for each on the real stack.
 
-The adapters are the entry points of ``erasure.adapters`` (``stores.adapters.registry.discovered()``), read
-when the tests are collected, so a new store's adapter is checked here with no edit; the physical clean-up
-adapters (``PhysicalCleanup``: vacuum, compaction) are left out (the physical job covers them:
-``test_physical_job.py``, ``test_physical_evidence.py``), and an adapter the test platform has not configured
-(``platform.adapters.not_configured``: ``qdrant_memory`` unless ``ERASURE_QDRANT_PATH`` is set) is skipped with
-its factory's reason. Each test seeds two users ("small", no cross-user summaries) in an app of its own and
-drives the adapter as the saga does, without a saga: the request filed (``open_request``), ``begin_request``'s
-captures recorded (the real activity: found at start, canaries, ciphertext sample, ``StartCapture``), the
-steps the adapter runs after in the plan (``after``, transitively) erased first, then the adapter itself; its
-check is judged by the verifier's own rule (``verifier.checks.judged``).
+The adapters are the entry points of ``erasure.adapters`` (``stores.adapters.registry.discovered()``), read when
+the tests are collected, so a new store's adapter is checked here with no edit; the physical clean-up adapters
+(``PhysicalCleanup``: vacuum, compaction) are left out (the physical job covers them: ``test_physical_job.py``,
+``test_physical_evidence.py``), and an adapter the test platform has not configured
+(``platform.adapters.not_configured``: ``qdrant_memory`` unless ``ERASURE_QDRANT_PATH`` is set) runs on a
+platform of its own configured with its options (``STORE_OPTIONS``), or is skipped with its factory's reason.
+Each test seeds two users ("small", no cross-user summaries) in an app of its own and drives the adapter as the
+saga does, without a saga: the request filed (``open_request``), ``begin_request``'s captures recorded (the real
+activity: found at start, canaries, ciphertext sample, ``StartCapture``), the steps the adapter runs after in the
+plan (``after``, transitively) erased first, then the adapter itself; its check is judged by the verifier's own
+rule (``verifier.checks.judged``).
 
 The contract (one test each, parametrised by adapter name):
 
@@ -68,9 +69,8 @@ What this replaces / what stays where it is (the per-store tests, read for this 
   raw-file scans (vectors and sealed documents on disk), Chroma's own ``delete_collection`` leaving files,
   the resume, the dated sweep that keeps later items, a fresh backend, the heap scrub.
 - ``test_qdrant_store.py``: ``test_the_adapter_erases_one_user_and_leaves_the_other_byte_identical`` is
-  contracts 1, 2, 4 and 6, but only when this suite runs with ``ERASURE_QDRANT_PATH`` set: the default test
-  stack does not configure Qdrant, so it is skipped here and that test stays until CI sets the variable
-  for this file. ``test_the_store_is_left_out_unless_configured`` and the saga test stay.
+  contracts 1, 2, 4 and 6 (the suite configures Qdrant on a platform of its own: ``STORE_OPTIONS``), so it
+  could go; ``test_the_store_is_left_out_unless_configured`` and the saga test stay.
 - ``test_forget_every_store.py``: contract 5 covers ``forget_items`` / ``items_left`` of Chroma and the cache
   at the adapter level (one item, only it, others untouched, the read can see an item); the forget
   workflow's receipt per store, session erasure's detach semantics, the refusal of a plug-in without the
@@ -84,9 +84,10 @@ import dataclasses
 import json
 import pkgutil
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -114,7 +115,9 @@ from stores.platform import Platform
 from stores.privacy.identity import subject_key
 from tests.adapter_wrap import open_request, registry_with
 from verifier.checks import judged
+from workers.settings import Settings
 from workers.stack.seeding.seeder import seed_platform
+from workers.wiring import build_platform
 from workflows.contracts import error_types
 from workflows.contracts.erasure import StepInput
 from workflows.contracts.forget import ForgetStep
@@ -145,21 +148,49 @@ def contract_adapters() -> list[str]:
 ADAPTERS = contract_adapters()
 
 
+#: what a store needs configured before it exists on a platform, for the stores the test stack leaves out:
+#: the suite builds a platform of its own for each (the shared stack, the store's own options), so their
+#: contract runs in ``make test`` too
+STORE_OPTIONS: dict[str, Callable[[Path], dict[str, str | None]]] = {
+    "qdrant_memory": lambda root: {"qdrant_path": str(root / "qdrant")},
+}
+
+Store = tuple[Platform, EraseAdapter]
+
+
+@pytest.fixture(scope="module")
+def optional_platforms(
+    local_stack: Settings, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Platform]]:
+    """A platform per ``STORE_OPTIONS`` store, configured with its options, over the same stack."""
+    built: dict[str, Platform] = {}
+    try:
+        for name, options in STORE_OPTIONS.items():
+            root = tmp_path_factory.mktemp(name)
+            built[name] = build_platform(local_stack, key_cache_ttl=0.0, store_options=options(root))
+        yield built
+    finally:
+        for each in built.values():
+            each.close()
+
+
 @pytest.fixture(params=ADAPTERS)
-def adapter(request: pytest.FixtureRequest, platform: Platform) -> EraseAdapter:
-    """The test platform's adapter of that name; skipped (with the factory's reason) where not configured."""
+def store(request: pytest.FixtureRequest, platform: Platform, optional_platforms: dict[str, Platform]) -> Store:
+    """The adapter of that name and the platform it is on (the test platform, or one of its own configured
+    with ``STORE_OPTIONS``); skipped, with the factory's reason, where neither configures it."""
     name: str = request.param
-    if name in platform.adapters.not_configured:
+    home = optional_platforms.get(name, platform) if name in platform.adapters.not_configured else platform
+    if name in home.adapters.not_configured:
         try:
-            pkgutil.resolve_name(discovered()[name])(platform.store_context)
+            pkgutil.resolve_name(discovered()[name])(home.store_context)
             why = "its factory refused this platform"
         except AdapterNotConfigured as exc:
             why = str(exc)
         pytest.skip(f"{name} is not configured on the test platform: {why}")
-    found = platform.adapters.get(name)
+    found = home.adapters.get(name)
     if isinstance(found, PhysicalCleanup):
         pytest.skip(f"{name} is a physical clean-up adapter: the physical job's tests cover it")
-    return found
+    return home, found
 
 
 # ----- driving an adapter as the saga does ---------------------------------------------------------------
@@ -440,28 +471,28 @@ def fails_closed_on_missing_input(case: Case) -> None:
 # ----- the contract on every registered adapter ----------------------------------------------------------
 
 
-def test_erase_removes_exactly_the_users_data(platform: Platform, adapter: EraseAdapter) -> None:
-    erase_removes_exactly_the_users_data(case_for(platform, adapter, "exact"))
+def test_erase_removes_exactly_the_users_data(store: Store) -> None:
+    erase_removes_exactly_the_users_data(case_for(*store, "exact"))
 
 
-def test_remaining_fails_while_data_is_left(platform: Platform, adapter: EraseAdapter) -> None:
-    remaining_fails_while_data_is_left(case_for(platform, adapter, "left"))
+def test_remaining_fails_while_data_is_left(store: Store) -> None:
+    remaining_fails_while_data_is_left(case_for(*store, "left"))
 
 
-def test_erase_is_idempotent(platform: Platform, adapter: EraseAdapter) -> None:
-    erase_is_idempotent(case_for(platform, adapter, "again"))
+def test_erase_is_idempotent(store: Store) -> None:
+    erase_is_idempotent(case_for(*store, "again"))
 
 
-def test_sweep_finds_nothing_after_erase_and_spares_others(platform: Platform, adapter: EraseAdapter) -> None:
-    sweep_finds_nothing_after_erase_and_spares_others(case_for(platform, adapter, "sweep"))
+def test_sweep_finds_nothing_after_erase_and_spares_others(store: Store) -> None:
+    sweep_finds_nothing_after_erase_and_spares_others(case_for(*store, "sweep"))
 
 
-def test_forget_reaches_one_item_and_only_it(platform: Platform, adapter: EraseAdapter) -> None:
-    forget_reaches_one_item_and_only_it(case_for(platform, adapter, "forget"))
+def test_forget_reaches_one_item_and_only_it(store: Store) -> None:
+    forget_reaches_one_item_and_only_it(case_for(*store, "forget"))
 
 
-def test_fails_closed_on_missing_input(platform: Platform, adapter: EraseAdapter) -> None:
-    fails_closed_on_missing_input(case_for(platform, adapter, "closed"))
+def test_fails_closed_on_missing_input(store: Store) -> None:
+    fails_closed_on_missing_input(case_for(*store, "closed"))
 
 
 # ----- the contract catches a defect: planted in a real adapter -----------------------------------------------
