@@ -22,6 +22,7 @@ from activities.support import PlatformActivities, count
 from stores.adapters.interface import Coverage, PhysicalCleanup
 from stores.adapters.registry import AdapterRegistry
 from stores.books import physical_pending
+from stores.physical import evidence
 from stores.platform import Platform
 from verifier.receipts.attestation import attestation_body, attestation_bytes, attestation_key, store_attestation
 from verifier.receipts.issuing import load_receipt, software_version
@@ -104,10 +105,15 @@ class PhysicalJobActivities(PlatformActivities):
                 log.warning("physical_not_covered", run=inp.run_id, request=request_id)
                 continue
             receipt = load_receipt(self.platform, request_id)
-            now = _now(pool)
+            if receipt is None:  # filed as its receipt was being stored: attested once there is one to link
+                not_covered += 1
+                log.warning("physical_no_receipt_yet", run=inp.run_id, request=request_id)
+                continue
+            with pool.connection() as conn:
+                now = evidence.clock(conn)
             body = attestation_body(
                 item,
-                digest(receipt) if receipt is not None else "",
+                digest(receipt),
                 inp.run_id,
                 started,
                 coverage,
@@ -145,11 +151,3 @@ class PhysicalJobActivities(PlatformActivities):
 
     def activities(self) -> list[Callable[..., Any]]:
         return [self.physical_begin, self.physical_cover, self.physical_keys, self.physical_attest, self.physical_watch]
-
-
-def _now(pool: Any) -> datetime:
-    with pool.connection() as conn:
-        row = conn.execute("SELECT clock_timestamp()").fetchone()
-    assert row is not None
-    now: datetime = row[0]
-    return now

@@ -102,17 +102,17 @@ class VacuumAdapter:
 
     def coverage(self, request_id: str) -> Coverage:
         """Postgres's own counters against the request's baseline (``physical_evidence``)."""
-        judged = evidence.tables_covered(self.pool, request_id, TABLES, self.after)
+        with self.pool.connection() as conn:  # read once: judged, and carried as the evidence
+            stats = evidence.table_stats(conn, TABLES)
         kept = evidence.baselines(self.pool, request_id).get(BASELINE)
-        with self.pool.connection() as conn:
-            now = evidence.table_items(evidence.table_stats(conn, TABLES))
+        judged = evidence.judge_tables(TABLES, kept, evidence.last_deletion(self.pool, request_id, self.after), stats)
         return Coverage(
             judged.covered,
             judged.note(),
             {
                 "baseline_at": kept.taken_at.isoformat() if kept else None,
                 "before": kept.items if kept else {},
-                "after": now,
+                "after": evidence.table_items(stats),
             },
         )
 

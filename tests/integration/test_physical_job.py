@@ -255,3 +255,25 @@ def relation_hits(saga: SagaHarness, data_dir: Path, needles: dict[str, bytes]) 
         label: sorted(h for h in found.of(label) if h.startswith(("postgres:base/", "postgres:global/")))
         for label in needles
     }
+
+
+async def test_a_request_with_no_receipt_to_link_is_left_open_not_attested(saga: SagaHarness) -> None:
+    """The attestation names its receipt by hash: a request filed without a stored receipt (filed as its
+    receipt was being written) stays open for the next run instead of being attested against nothing."""
+    unlinked = f"er_unlinked{uuid.uuid4().hex[:8]}"
+    physical_pending.file_pending(saga.platform.pool, unlinked, "erasure", timedelta(hours=1))
+    job, env = _activities(saga), ActivityEnvironment()
+    run_id = f"physical-unlinked-{uuid.uuid4().hex[:8]}"
+    try:
+        begun = env.run(job.physical_begin, PhysicalBeginInput(run_id, 100_000))
+        for store in begun.stores:
+            env.run(job.physical_cover, PhysicalCoverInput(run_id, store, [unlinked]))
+        attested = env.run(job.physical_attest, PhysicalAttestInput(run_id, begun.started_at, [unlinked], begun.stores))
+        assert (attested.attested, attested.not_covered) == (0, 1)
+        assert load_attestation(saga.platform.pool, unlinked) is None
+        status = physical_pending.status(saga.platform.pool, unlinked)
+        assert status is not None
+        assert status.state == "pending"
+    finally:
+        with saga.platform.pool.connection() as conn:  # not a real request: no later run may take it
+            conn.execute("DELETE FROM physical_pending WHERE request_id = %s", (unlinked,))
