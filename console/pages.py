@@ -244,6 +244,7 @@ async def request_page(request: Request, request_id: str, p: PageReads) -> HTMLR
         can_hold="admin" in p.roles,
         hold=console.platform.requests.active_hold(row.subject_key),
         can_cancel=bool(p.roles & {"requester", "approver"}),
+        receipt_shown=bool(view["receipt"]),
         receipt_ready=row.state in ("completed", "nothing_found", "verification_failed")
         and view["receipt"]
         and bool(p.roles & PERMISSIONS["receipts:read"]),

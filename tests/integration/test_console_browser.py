@@ -17,14 +17,17 @@ import asyncio
 import json
 import os
 import re
+import secrets
 import shutil
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from psycopg.types.json import Jsonb
 
 from tests.stack_fixture import make_test_settings
 from workers.local_idp import logins_path
@@ -170,6 +173,44 @@ def _logged_in(browser: Any, settings: Settings, who: str, path: str = "/") -> A
     page.goto(settings.console_base_url + path)
     _log_in(page, settings, who)
     return page
+
+
+def test_a_request_completed_before_its_receipt_is_issued_shows_the_receipt_link_once_it_is(
+    full_stack: Settings, browser: Any
+) -> None:
+    """The saga records ``completed`` (finish) before it lifts the fence and issues the receipt, so a page can
+    see the final state before the receipt exists. The page keeps following the request until the receipt
+    is there and then shows its link, without the reader reloading (CI at d564d64 failed here: the page
+    reloaded once on ``completed``, found no receipt yet and stopped following)."""
+    from playwright.sync_api import expect
+
+    settings = full_stack
+    request_id = f"er_race{secrets.token_hex(6)}"
+    subject_key = f"sk_race_{secrets.token_hex(6)}"
+    now = datetime.now(UTC)
+    with build_platform(settings) as platform:
+        platform.requests.create(
+            request_id=request_id,
+            subject_key=subject_key,
+            app_name=APP,
+            user_id=f"race-{secrets.token_hex(4)}",
+            received_at=now,
+            due_at=now + timedelta(days=30),
+            requested_by=None,
+            reason="browser test: the receipt comes after the final state",
+        )
+        platform.requests.set_state(request_id, "completed", now)
+        page = _logged_in(browser, settings, "demo-approver", f"/requests/{request_id}")
+        expect(page.locator("#state")).to_have_text("completed")
+        link = page.get_by_role("link", name=re.compile("signed receipt", re.I))
+        page.wait_for_timeout(3_000)  # longer than one poll: no receipt, no link
+        assert link.count() == 0
+        with platform.pool.connection() as conn:  # the receipt arrives (its content does not matter here)
+            conn.execute(
+                "INSERT INTO receipts (request_id, subject_key, body, signature) VALUES (%s, %s, %s, %s)",
+                (request_id, subject_key, Jsonb({"request_id": request_id, "status": "completed"}), "{}"),
+            )
+        link.wait_for(timeout=30_000)
 
 
 def test_requester_approver_lead_and_auditor_walk_the_dashboard_request_page_and_audit_log(
