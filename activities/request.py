@@ -167,8 +167,8 @@ class RequestActivities(PlatformActivities):
         made before the request, which the erasure keeps and the receipt discloses (counts only)."""
         memory, store = self.platform.memory, self.platform.memory_store
         found = runs_of(self.platform.config.subject_secret, [*seen.memories, *seen.events])
-        runs = memory.distinctive_runs(found, subject_key, seen.derived)
-        return runs, sorted(str(c) for c in memory.holders_of_runs(runs, subject_key, store, seen.derived))
+        runs, holders = memory.distinctive_runs_and_holders(found, subject_key, store, seen.derived)
+        return runs, sorted(str(c) for c in holders)
 
     def _canaries(self, subject_key: str, app_name: str, user_id: str, seen: UserText | None = None) -> list[str]:
         """Keyed digests of distinctive words found in the user's memories and events and nobody else's."""

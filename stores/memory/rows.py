@@ -37,7 +37,7 @@ from stores.memory.lifecycle_rules import (
     importance_of,
     tier_of,
 )
-from stores.memory.verbatim_copies import candidates, distinctive, holding
+from stores.memory.verbatim_copies import Candidates, candidates, distinctive_of, holding
 from stores.privacy.embedding import Embedder, HashingEmbedder, tokens
 from stores.privacy.identity import (
     derived_key,
@@ -583,7 +583,28 @@ class MemoryEraser:
         excluding_rows: Sequence[uuid.UUID] = (),
     ) -> set[uuid.UUID]:
         """Rows of other subjects holding one of ``runs`` word for word (``stores.memory.verbatim_copies``)."""
+        with self._pool.connection() as conn:
+            probed = candidates(conn, runs, excluding_subject, excluding_rows)
+        return self._holding(probed, store)
 
+    def distinctive_runs_and_holders(
+        self,
+        runs: Sequence[Sequence[str]],
+        excluding_subject: str,
+        store: MemoryStore,
+        excluding_rows: Sequence[uuid.UUID] = (),
+    ) -> tuple[list[list[str]], set[uuid.UUID]]:
+        """Those of ``runs`` few enough rows of others hold to be the user's text, and the rows of others holding
+        one of those word for word (``stores.memory.verbatim_copies``): one probe serves both."""
+        with self._pool.connection() as conn:
+            probed = distinctive_of(candidates(conn, runs, excluding_subject, excluding_rows))
+        return [list(run) for run, _rows in probed], self._holding(probed, store)
+
+    @staticmethod
+    def _holding(probed: Candidates, store: MemoryStore) -> set[uuid.UUID]:
+        """The candidates holding their run, opened with no pool connection held: a data key's read takes one
+        of its own, and a call holding one while asking for another starved the pool under concurrent erasures
+        (PoolTimeout in begin_request)."""
         open_one = store.row_opener()  # one key lookup per data key among the candidates
 
         def opened(row_id: uuid.UUID, sealed: bytes) -> str | None:
@@ -593,18 +614,7 @@ class MemoryEraser:
                 return None
             return None if plain is None else plain.decode("utf-8")
 
-        with self._pool.connection() as conn:
-            probed = candidates(conn, runs, excluding_subject, excluding_rows)
-        # opened with the connection given back: a data key's read takes one of its own, and a call holding
-        # one while asking for another starved the pool under concurrent erasures (PoolTimeout in begin_request)
         return holding(store.subject_secret, opened, probed)
-
-    def distinctive_runs(
-        self, runs: Sequence[Sequence[str]], excluding_subject: str, excluding_rows: Sequence[uuid.UUID] = ()
-    ) -> list[list[str]]:
-        """Those of ``runs`` few enough rows of others hold to be the user's text (``verbatim_copies``)."""
-        with self._pool.connection() as conn:
-            return distinctive(conn, runs, excluding_subject, excluding_rows)
 
     def derived_ids(self, subject: str, session_refs: Sequence[str]) -> list[uuid.UUID]:
         """Rows derived from the subject's rows or sessions (transitively, whoever they are filed under)."""

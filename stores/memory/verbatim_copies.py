@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from psycopg import Connection
+from psycopg import Connection, sql
 
 from stores.memory.common_digests import common_digests
 from stores.privacy.embedding import tokens
@@ -61,16 +61,40 @@ def _holds_in_order(words: Sequence[str], run: Sequence[str]) -> bool:
     return any(list(words[i : i + n]) == list(run) for i in range(len(words) - n + 1))
 
 
+_PROBE = sql.SQL(
+    "(SELECT {n}::int, id, content_sealed, token_digests FROM memories WHERE token_digests @> {words}::text[] "
+    "AND subject_key <> {subject} AND id <> ALL({rows}::uuid[]) ORDER BY id LIMIT {limit})"
+)
+
+
 def _probe(
-    conn: Connection[Any], rare: Sequence[str], excluding_subject: str, excluding_rows: Sequence[uuid.UUID]
-) -> list[tuple[Any, ...]]:
-    """(id, sealed content, word digests) of up to ``CANDIDATES_PER_RUN`` rows of others holding every one of
-    ``rare``: one GIN probe, in id order (the same rows each time it is asked)."""
-    return conn.execute(
-        "SELECT id, content_sealed, token_digests FROM memories WHERE token_digests @> %s::text[] "
-        "AND subject_key <> %s AND id <> ALL(%s::uuid[]) ORDER BY id LIMIT %s",
-        (list(rare), excluding_subject, list(excluding_rows), CANDIDATES_PER_RUN),
-    ).fetchall()
+    conn: Connection[Any],
+    rares: Sequence[Sequence[str]],
+    excluding_subject: str,
+    excluding_rows: Sequence[uuid.UUID],
+) -> list[list[tuple[Any, ...]]]:
+    """For each of ``rares``, (id, sealed content, word digests) of up to ``CANDIDATES_PER_RUN`` rows of others
+    holding every one of its words, in id order: one GIN probe per run, all in one statement. Each probe is
+    its own branch with its words as a parameter, so the planner sees them (a lateral join over the runs hid
+    them and walked the primary key in id order, reading the whole table)."""
+    if not rares:
+        return []
+    query = sql.SQL(" UNION ALL ").join(
+        _PROBE.format(
+            n=sql.Literal(n),
+            words=sql.Placeholder(f"words{n}"),
+            subject=sql.Placeholder("subject"),
+            rows=sql.Placeholder("rows"),
+            limit=sql.Placeholder("limit"),
+        )
+        for n, rare in enumerate(rares)
+    )
+    params: dict[str, Any] = {f"words{n}": list(rare) for n, rare in enumerate(rares)}
+    params.update(subject=excluding_subject, rows=list(excluding_rows), limit=CANDIDATES_PER_RUN)
+    out: list[list[tuple[Any, ...]]] = [[] for _ in rares]
+    for n, *row in conn.execute(query, params).fetchall():
+        out[int(n)].append(tuple(row))
+    return out
 
 
 def _probed(conn: Connection[Any], runs: Sequence[Sequence[str]]) -> list[tuple[Sequence[str], list[str]]]:
@@ -89,9 +113,18 @@ def candidates(
     excluding_subject: str,
     excluding_rows: Sequence[uuid.UUID] = (),
 ) -> Candidates:
-    """Each probed run with its candidate rows ``(id, sealed content, word digests)``: the reads, done with
-    ``conn``; opening them (``holding``) needs none of it, so the caller gives the connection back first."""
-    return [(run, _probe(conn, rare, excluding_subject, excluding_rows)) for run, rare in _probed(conn, runs)]
+    """Each probed run with its candidate rows ``(id, sealed content, word digests)``: the reads (two
+    statements however many runs), done with ``conn``; opening them (``holding``) needs none of it, so the
+    caller gives the connection back first."""
+    probed = _probed(conn, runs)
+    found = _probe(conn, [rare for _run, rare in probed], excluding_subject, excluding_rows)
+    return [(run, rows) for (run, _rare), rows in zip(probed, found, strict=True)]
+
+
+def distinctive_of(probed: Candidates) -> Candidates:
+    """Those probed runs fewer than ``CANDIDATES_PER_RUN`` rows of others may hold: a run many rows hold is
+    common phrasing, not the user's text, and a bounded probe could not see all of its holders."""
+    return [(run, rows) for run, rows in probed if len(rows) < CANDIDATES_PER_RUN]
 
 
 def holding(secret: bytes, opener: Opener, probed: Candidates) -> set[uuid.UUID]:
@@ -128,15 +161,3 @@ def holders(
     ``runs`` word for word: an indexed probe per run (``candidates``), then the candidates opened and compared
     in order (``holding``)."""
     return holding(secret, opener, candidates(conn, runs, excluding_subject, excluding_rows))
-
-
-def distinctive(
-    conn: Connection[Any], runs: Sequence[Sequence[str]], excluding_subject: str, excluding_rows: Sequence[uuid.UUID]
-) -> list[list[str]]:
-    """Those of ``runs`` fewer than ``CANDIDATES_PER_RUN`` rows of others may hold: a run many rows hold is
-    common phrasing, not the user's text, and a bounded probe could not see all of its holders."""
-    return [
-        list(run)
-        for run, rare in _probed(conn, runs)
-        if len(_probe(conn, rare, excluding_subject, excluding_rows)) < CANDIDATES_PER_RUN
-    ]
