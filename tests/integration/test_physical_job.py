@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import pytest_asyncio
 from temporalio.client import WorkflowFailureError
@@ -223,11 +224,17 @@ async def test_after_an_erasure_the_jobs_run_drops_the_shredded_wrapped_key_from
     target, control = user_ids(2, 304, prefix="physkeys")
     await saga.seed(APP, [target, control], "small", 304)
     keys = {u: wrapped_key(saga, subject_key(saga.platform.config.subject_secret, APP, u)) for u in (target, control)}
-    result = await saga.erase(APP, target)
-    assert result.status == "completed"
     data_dir = PostgresPart(local_stack).data_dir
     needles = {"target": keys[target], "control": keys[control]}
-    before = await asyncio.to_thread(relation_hits, saga, data_dir, needles)
+    # a snapshot older than the erasure, held until the scan: neither autovacuum nor a page's own pruning on
+    # a later read may reclaim the deleted key's tuple before it (either may, and a scan then saw nothing)
+    with psycopg.connect(saga.platform.config.postgres_url) as pin:
+        pin.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        pin.execute("SELECT count(*) FROM data_keys")
+        result = await saga.erase(APP, target)
+        assert result.status == "completed"
+        before = await asyncio.to_thread(relation_hits, saga, data_dir, needles)
+        pin.rollback()  # released before the job: its rewrite must be free to drop the dead tuple
     assert before["target"], "the scan must see the erased user's wrapped key in the keys table's files"
     run = await _run_job(saga, physical_queue)
     assert run.attested >= 1
