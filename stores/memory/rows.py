@@ -38,7 +38,8 @@ from stores.memory.lifecycle_rules import (
     tier_of,
 )
 from stores.memory.verbatim_copies import Candidates, candidates, distinctive_of, holding
-from stores.privacy.embedding import Embedder, HashingEmbedder, tokens
+from stores.privacy.crypto import seal
+from stores.privacy.embedding import Embedder, HashingEmbedder, tokens, vector_literal
 from stores.privacy.identity import (
     derived_key,
     session_digest,
@@ -48,6 +49,7 @@ from stores.privacy.identity import (
     token_digest,
 )
 from stores.privacy.keys import DataKeyStore
+from stores.privacy.vector_rotation import rotated, rotation
 
 KINDS = ("episode", "fact", "summary", "procedure")
 #: decayed confidence in SQL (the same rule as ``memory_lifecycle.decayed``): halved per half-life of the tier
@@ -119,12 +121,13 @@ INSERT_COLUMNS = (
     "id, app_name, user_id, subject_key, session_id, kind, derived_from, source_sessions, author, key_id, "
     "content_sealed, token_digests, embedding_sealed, created_at, purpose, retention_class, expires_at, source_kind, "
     "source_ref, confidence_basis, confidence, importance, pinned, state, supersedes, challenged_by, tokens, "
-    "content_digest"
+    "content_digest, embedding_rotated"
 )
 _CASTS = (
     "%s::uuid, %s::text, %s::text, %s::text, %s::text, %s::text, %s::uuid[], %s::text[], %s::text, %s::uuid, "
     "%s::bytea, %s::text[], %s::bytea, %s::timestamptz, %s::text, %s::text, %s::timestamptz, %s::text, "
-    "%s::text, %s::text, %s::real, %s::real, %s::boolean, %s::text, %s::uuid[], %s::uuid[], %s::integer, %s::text"
+    "%s::text, %s::text, %s::real, %s::real, %s::boolean, %s::text, %s::uuid[], %s::uuid[], %s::integer, %s::text, "
+    "%s::vector"
 )
 _INSERT_VALUES = _CASTS
 #: a duplicate of a row the subject already holds (same normalised words, still live) reinforces that row:
@@ -176,6 +179,7 @@ class MemoryStore:
     def rows(self, memories: Iterable[NewMemory]) -> list[tuple[Any, ...]]:
         """The rows as ``INSERT_COLUMNS`` holds them: content and embedding sealed, digests, lifecycle values."""
         rows = []
+        rotations: dict[uuid.UUID, np.ndarray] = {}  # one matrix per data key for the call
         for m in memories:
             if m.kind not in KINDS:
                 raise ValueError(f"unknown memory kind {m.kind!r}")
@@ -187,6 +191,9 @@ class MemoryStore:
             digests = sorted({token_digest(self._secret, t) for t in words})
             created = m.created_at or datetime.now(UTC)
             confidence = m.confidence if m.confidence is not None else BASIS_CONFIDENCE.get(m.confidence_basis, 1.0)
+            embedded = self._embedder.embed(m.text)
+            if key_id not in rotations:
+                rotations[key_id] = rotation(self._keys.get(key_id), len(embedded))
             rows.append(
                 (
                     m.id,
@@ -201,7 +208,7 @@ class MemoryStore:
                     key_id,
                     sealed,
                     digests,
-                    self._keys.encrypt(sk, embedding_bytes(self._embedder.embed(m.text)), embedding_context(m.id))[1],
+                    seal(self._keys.get(key_id), embedding_bytes(embedded), embedding_context(m.id)),
                     created,
                     m.purpose,
                     m.retention_class,
@@ -217,6 +224,7 @@ class MemoryStore:
                     list(m.challenged_by),
                     len(words),
                     content_digest(self._secret, sk, m.text),
+                    vector_literal(rotated(rotations[key_id], embedded)),
                 )
             )
         return rows
@@ -302,17 +310,30 @@ class MemoryStore:
         threshold: float = SEARCH_THRESHOLD,
         everything: bool = False,
     ) -> list[FoundMemory]:
-        """``search`` by the subject key the rows are filed under (the raw id not needed: expiry, checks)."""
+        """``search`` by the subject key the rows are filed under (the raw id not needed: expiry, checks).
+
+        Rows with a rotated embedding are ranked by pgvector against the query rotated under each of the
+        subject's data keys (``_rotated_nearest``); rows written before rotated embeddings existed by their
+        sealed (or plain) embedding opened in process (``_nearest``). The two rankings are merged."""
         query_vec = np.asarray(self._embedder.embed(query), dtype=np.float32)
         where = "TRUE" if everything else RECALLABLE_SQL
+        params = {"app": app_name, "user": subject, "threshold": threshold}
         with self._pool.connection() as conn:
-            candidates = conn.execute(
+            keys = [r[0] for r in conn.execute("SELECT key_id FROM data_keys WHERE subject_key = %s", (subject,))]
+            legacy = conn.execute(
                 f"SELECT id, embedding_sealed, embedding::text FROM memories "
-                f"WHERE app_name = %(app)s AND user_id = %(user)s AND {where}",
-                {"app": app_name, "user": subject, "threshold": threshold},
+                f"WHERE app_name = %(app)s AND user_id = %(user)s AND embedding_rotated IS NULL AND {where}",
+                params,
                 binary=True,  # the sealed vectors arrive as bytes, not as hex text to parse
             ).fetchall()
-            chosen = self._nearest(candidates, query_vec, limit)
+        # keys opened with the connection given back (a data key's read takes one of its own)
+        queries = self._rotated_queries(keys, query_vec)
+        ranked = self._nearest(legacy, query_vec, limit) if legacy else []
+        with self._pool.connection() as conn:
+            ranked = sorted(
+                [*ranked, *self._rotated_nearest(conn, queries, where, params, limit)], key=lambda r: (r[0], str(r[1]))
+            )
+            chosen = [row_id for _d, row_id in ranked[:limit]]
             found = conn.execute(
                 f"SELECT id, content_sealed, author, created_at, kind, state, {DECAYED_SQL} FROM memories "
                 "WHERE id = ANY(%s)",
@@ -334,9 +355,43 @@ class MemoryStore:
             out.append(FoundMemory(str(row_id), text, author, created, kind, state, float(confidence)))
         return out
 
-    def _nearest(self, candidates: Sequence[tuple[Any, ...]], query: Any, limit: int) -> list[uuid.UUID]:
-        """The ``limit`` candidates nearest to ``query`` by cosine distance (pgvector's ``<=>``), from their
-        sealed embeddings (opened in memory only; a shredded key drops the row) or a legacy plain one."""
+    def _rotated_queries(self, keys: Sequence[uuid.UUID], query: Any) -> list[tuple[uuid.UUID, str]]:
+        """The query rotated under each of ``keys`` still live (a shredded key's rows match no query, as a
+        sealed row under it opens to nothing)."""
+        queries: list[tuple[uuid.UUID, str]] = []
+        for key_id in keys:
+            try:
+                key = self._keys.get(key_id)
+            except DataKeyShredded:
+                continue
+            queries.append((key_id, vector_literal(rotated(rotation(key, len(query)), query))))
+        return queries
+
+    def _rotated_nearest(
+        self,
+        conn: Connection[Any],
+        queries: Sequence[tuple[uuid.UUID, str]],
+        where: str,
+        params: dict[str, Any],
+        limit: int,
+    ) -> list[tuple[float, uuid.UUID]]:
+        """(cosine distance, id) of the ``limit`` rotated rows nearest to the query, ranked by pgvector: each
+        row against the query rotated under its own data key (``queries``)."""
+        if not queries:
+            return []
+        rows = conn.execute(
+            "SELECT m.embedding_rotated <=> q.vec::vector AS distance, m.id FROM memories m "
+            "JOIN unnest(%(keys)s::uuid[], %(vecs)s::text[]) AS q(key_id, vec) ON m.key_id = q.key_id "
+            f"WHERE m.app_name = %(app)s AND m.user_id = %(user)s AND m.embedding_rotated IS NOT NULL AND {where} "
+            "ORDER BY distance, m.id LIMIT %(limit)s",
+            {**params, "keys": [k for k, _v in queries], "vecs": [v for _k, v in queries], "limit": limit},
+        ).fetchall()
+        # a zero vector (no words) has no cosine: pgvector says NaN, the in-process ranking says 2 (opposite)
+        return [(float(d) if d == d else 2.0, row_id) for d, row_id in rows]
+
+    def _nearest(self, candidates: Sequence[tuple[Any, ...]], query: Any, limit: int) -> list[tuple[float, uuid.UUID]]:
+        """(cosine distance, id) of the ``limit`` candidates nearest to ``query`` (pgvector's ``<=>``), from
+        their sealed embeddings (opened in memory only; a shredded key drops the row) or a legacy plain one."""
         sealed = [(bytes(r[1]), embedding_context(r[0])) for r in candidates if r[1] is not None]
         opened = iter(self._keys.decrypt_many(sealed))
         ids: list[uuid.UUID] = []
@@ -359,8 +414,7 @@ class MemoryStore:
         similarity = np.divide(matrix @ query, norms, out=np.full(len(ids), -1.0, dtype=np.float64), where=norms > 0)
         distance = 1.0 - similarity
         top = np.argpartition(distance, limit - 1)[:limit] if len(ids) > limit else np.arange(len(ids))
-        ranked = sorted((float(distance[n]), str(ids[n]), ids[n]) for n in top)
-        return [row_id for _d, _s, row_id in ranked]
+        return sorted(((float(distance[n]), ids[n]) for n in top), key=lambda r: (r[0], str(r[1])))
 
     def texts_of(self, subject: str, ids: Sequence[str]) -> list[str]:
         """The readable texts of the subject's rows ``ids`` (in memory only; a shredded key reads as nothing)."""

@@ -83,6 +83,7 @@ class DataKeyStore:
             key = self._generate(subject_key)
         with self._lock:
             self._current[subject_key] = (now + self._ttl, key)
+            self._by_id.setdefault(key.key_id, (now + self._ttl, key, subject_key))  # a new key: no KMS call to get it
         return key
 
     def get(self, key_id: uuid.UUID) -> DataKey:

@@ -49,3 +49,8 @@ def rotate(key: DataKey, vectors: Sequence[Sequence[float]]) -> list[list[float]
         return []
     m = np.asarray(vectors, dtype=np.float64)
     return [[float(x) for x in row] for row in m @ rotation(key, m.shape[1]).T]
+
+
+def rotated(matrix: np.ndarray, vector: Sequence[float]) -> list[float]:
+    """One vector times a rotation from ``rotation`` (many vectors of one key: the matrix built once)."""
+    return [float(x) for x in matrix @ np.asarray(vector, dtype=np.float64)]
