@@ -6,7 +6,8 @@ words and state deltas; median milliseconds per ``append_event`` and per ``get_s
 conversation; the figures are sealed / plain.
 
 Memory search: one user holds ``rows`` memory rows written through ``MemoryStore.insert`` (content and
-embedding sealed under their data key; a search opens the user's embeddings in memory and ranks them); a
+embedding sealed under their data key and kept rotated by it; pgvector ranks the rotated vectors against the
+query rotated the same way, ``stores.memory.rows``); a
 twin holds the same words with plain pgvector embeddings (the layout before embeddings were sealed), searched
 the old way (``ORDER BY embedding <=> q LIMIT 10``, then the ten contents opened). Median of ``repeats``
 searches each, same queries; the figure is sealed / plain.

@@ -3,8 +3,9 @@
 Every row carries provenance: app, user, source session, kind (episode, fact, summary), ``derived_from``
 (the memory ids a derived row drew on, possibly of several users) and ``source_sessions``. Content is
 sealed with the owner's data key, and so is its 64-dimension embedding (an embedding is personal data:
-text can be largely reconstructed from one); a search opens the user's embeddings in memory and ranks them
-by cosine distance (cost follows the user's rows: one indexed read of them); ``token_digests``
+text can be largely reconstructed from one); for ranking, the embedding is also kept rotated by the data key's
+orthogonal matrix (``stores.privacy.vector_rotation``), so pgvector ranks the user's rows against the query
+rotated the same way (cost follows the user's rows: one indexed read of them); ``token_digests``
 holds keyed hashes of the row's words so canary checks find copies anywhere by an indexed lookup without
 any token in clear.
 

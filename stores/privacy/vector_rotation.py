@@ -12,7 +12,8 @@ attacks that recover text from a vector do not apply to ``Q v`` without ``Q``.
 What it does not hide: distances among the user's own vectors (their clustering), and ``Q`` can be solved
 from about ``dim`` known (text, stored vector) pairs of the same user with the embedder in hand, so an
 attacker who already knows that many of the user's memories word for word learns the rest. It is weaker
-than sealing, which the memory table uses; it is what a store that must rank in the clear can have.
+than sealing; it is what a store that must rank in the clear can have. The memory table keeps both: each
+embedding sealed, and rotated (``embedding_rotated``) so pgvector can rank (docs/privacy-model.md).
 """
 
 from __future__ import annotations
