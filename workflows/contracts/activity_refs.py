@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from temporalio import activity
 
+from workflows.contracts.declarations import declared_only
 from workflows.contracts.erasure import (
     Activities,
     BeginResult,
@@ -30,70 +31,66 @@ from workflows.contracts.erasure import (
 )
 
 
-def _declared_only() -> NotImplementedError:
-    return NotImplementedError("an activity declaration: the worker runs the implementation in activities/")
-
-
 @activity.defn(name=Activities.BEGIN)
 def begin_request(inp: StepInput) -> BeginResult:
-    raise _declared_only()
+    raise declared_only()
 
 
 @activity.defn(name=Activities.HOLD_ACTIVE)
 def hold_active(inp: StepInput) -> HoldStatus:
-    raise _declared_only()
+    raise declared_only()
 
 
 @activity.defn(name=Activities.SET_STATE)
 def set_request_state(inp: StateChange) -> None:
-    raise _declared_only()
+    raise declared_only()
 
 
 @activity.defn(name=Activities.SET_DUE)
 def set_request_due(inp: DueChange) -> None:
-    raise _declared_only()
+    raise declared_only()
 
 
 @activity.defn(name=Activities.WEBHOOK)
 def send_webhook(inp: StateEvent) -> int:
-    raise _declared_only()
+    raise declared_only()
 
 
 @activity.defn(name=Activities.NOTIFY_SUBJECT)
 def notify_subject(inp: SubjectNotice) -> bool:
-    raise _declared_only()
+    raise declared_only()
 
 
 @activity.defn(name=Activities.FENCE_UNLESS_HELD)
 def fence_user_unless_held(inp: StepInput) -> StepResult:
-    raise _declared_only()
+    raise declared_only()
 
 
 @activity.defn(name=Activities.ERASE_STORE_UNLESS_HELD)
 def erase_store_unless_held(inp: StoreStepInput) -> StepResult:
-    raise _declared_only()
+    raise declared_only()
 
 
 @activity.defn(name=Activities.SWEEP_STORES_UNLESS_HELD)
 def sweep_stores_unless_held(inp: SweepStoresInput) -> StepResult:
-    raise _declared_only()
+    raise declared_only()
 
 
 @activity.defn(name=Activities.LIFT_FENCE)
 def lift_fence(inp: StepInput) -> StepResult:
-    raise _declared_only()
+    raise declared_only()
 
 
 @activity.defn(name=Activities.FINISH)
 def finish_request(inp: FinishInput) -> None:
-    raise _declared_only()
+    raise declared_only()
 
 
 @activity.defn(name=Activities.RECEIPT)
 def issue_receipt(inp: ReceiptInput) -> ReceiptRef:
-    raise _declared_only()
+    raise declared_only()
 
 
 @activity.defn(name=Activities.CHECKS)
 def run_checks(inp: ChecksInput) -> ChecksResult:
-    raise _declared_only()
+    raise declared_only()

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 from temporalio import activity
 
+from workflows.contracts.declarations import declared_only
+
 EXPIRY_WORKFLOW = "ExpirySweepWorkflow"
 #: the id each scheduled run starts with (continue-as-new keeps it)
 EXPIRY_RUN_ID = "expiry-sweep-run"
@@ -96,15 +98,11 @@ class ExpiryProgress:
     after_id: str = ""
 
 
-def _declared_only() -> NotImplementedError:
-    return NotImplementedError("an activity declaration: the worker runs the implementation in activities/")
-
-
 @activity.defn(name=ExpiryActivityNames.PAGE)
 def expiry_page(inp: ExpiryPageInput) -> ExpiryPage:
-    raise _declared_only()
+    raise declared_only()
 
 
 @activity.defn(name=ExpiryActivityNames.FILE)
 def expiry_file(inp: ExpiryFileInput) -> ExpiryFiled:
-    raise _declared_only()
+    raise declared_only()

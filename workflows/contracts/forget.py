@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 from temporalio import activity
 
+from workflows.contracts.declarations import declared_only
+
 FORGET_WORKFLOW = "ForgetWorkflow"
 #: the workflow's steps, in order
 FORGET_STEPS = ("apply", "verify", "reingest_verify", "receipt")
@@ -129,30 +131,26 @@ class ForgetResult:
     receipt_sha256: str = ""
 
 
-def _declared_only() -> NotImplementedError:
-    return NotImplementedError("an activity declaration: the worker runs the implementation in activities/")
-
-
 @activity.defn(name=ForgetActivityNames.BEGIN)
 def forget_begin(inp: ForgetStep) -> None:
-    raise _declared_only()
+    raise declared_only()
 
 
 @activity.defn(name=ForgetActivityNames.APPLY)
 def forget_apply(inp: ForgetStep) -> ForgetApplied:
-    raise _declared_only()
+    raise declared_only()
 
 
 @activity.defn(name=ForgetActivityNames.VERIFY)
 def forget_verify(inp: ForgetVerifyInput) -> ForgetVerification:
-    raise _declared_only()
+    raise declared_only()
 
 
 @activity.defn(name=ForgetActivityNames.RECEIPT)
 def forget_receipt(inp: ForgetReceiptInput) -> ForgetReceiptRef:
-    raise _declared_only()
+    raise declared_only()
 
 
 @activity.defn(name=ForgetActivityNames.FINISH)
 def forget_finish(inp: ForgetFinish) -> None:
-    raise _declared_only()
+    raise declared_only()

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 from temporalio import activity
 
+from workflows.contracts.declarations import declared_only
+
 KEY_EPOCH_WORKFLOW = "KeyEpochWorkflow"
 #: the id each scheduled run starts with: one rotation at a time
 KEY_EPOCH_RUN_ID = "key-epoch-rotation"
@@ -128,30 +130,26 @@ class KeyEpochProgress:
     gone: int
 
 
-def _declared_only() -> NotImplementedError:
-    return NotImplementedError("an activity declaration: the worker runs the implementation in activities/")
-
-
 @activity.defn(name=KeyEpochActivityNames.OPEN)
 def key_epoch_open(inp: KeyEpochOpenInput) -> KeyEpochOpened:
-    raise _declared_only()
+    raise declared_only()
 
 
 @activity.defn(name=KeyEpochActivityNames.REWRAP)
 def key_epoch_rewrap(inp: KeyEpochRewrapInput) -> KeyEpochRewrapped:
-    raise _declared_only()
+    raise declared_only()
 
 
 @activity.defn(name=KeyEpochActivityNames.RETIRE)
 def key_epoch_retire(inp: KeyEpochRetireInput) -> KeyEpochRetired:
-    raise _declared_only()
+    raise declared_only()
 
 
 @activity.defn(name=KeyEpochActivityNames.DELETE)
 def key_epoch_delete(inp: KeyEpochDeleteInput) -> KeyEpochDeletions:
-    raise _declared_only()
+    raise declared_only()
 
 
 @activity.defn(name=KeyEpochActivityNames.COMPACT)
 def key_epoch_compact(inp: KeyEpochCompactInput) -> KeyEpochCompacted:
-    raise _declared_only()
+    raise declared_only()

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 from temporalio import activity
 
+from workflows.contracts.declarations import declared_only
+
 PHYSICAL_WORKFLOW = "PhysicalCleanupWorkflow"
 #: the id each scheduled run starts with (the schedule appends its time): one run at a time
 PHYSICAL_RUN_ID = "physical-cleanup"
@@ -119,30 +121,26 @@ class PhysicalResult:
     watch: PhysicalWatch
 
 
-def _declared_only() -> NotImplementedError:
-    return NotImplementedError("an activity declaration: the worker runs the implementation in activities/")
-
-
 @activity.defn(name=PhysicalActivityNames.BEGIN)
 def physical_begin(inp: PhysicalBeginInput) -> PhysicalBegun:
-    raise _declared_only()
+    raise declared_only()
 
 
 @activity.defn(name=PhysicalActivityNames.COVER)
 def physical_cover(inp: PhysicalCoverInput) -> PhysicalCovered:
-    raise _declared_only()
+    raise declared_only()
 
 
 @activity.defn(name=PhysicalActivityNames.ATTEST)
 def physical_attest(inp: PhysicalAttestInput) -> PhysicalAttested:
-    raise _declared_only()
+    raise declared_only()
 
 
 @activity.defn(name=PhysicalActivityNames.KEYS)
 def physical_keys(inp: PhysicalKeysInput) -> PhysicalKeysDone:
-    raise _declared_only()
+    raise declared_only()
 
 
 @activity.defn(name=PhysicalActivityNames.WATCH)
 def physical_watch() -> PhysicalWatch:
-    raise _declared_only()
+    raise declared_only()

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field, fields
 
 from temporalio import activity
 
+from workflows.contracts.declarations import declared_only
+
 RESEAL_WORKFLOW = "ResealSessionsWorkflow"
 #: one re-seal at a time: the CLI starts (or attaches to) this id
 RESEAL_RUN_ID = "reseal-adk-sessions"
@@ -72,10 +74,6 @@ class ResealProgress:
     tables_done: list[str] = field(default_factory=list)
 
 
-def _declared_only() -> NotImplementedError:
-    return NotImplementedError("an activity declaration: the worker runs the implementation in activities/")
-
-
 @activity.defn(name=ResealActivityNames.PAGES)
 def reseal_pages(inp: ResealPagesInput) -> ResealPagesResult:
-    raise _declared_only()
+    raise declared_only()
