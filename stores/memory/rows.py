@@ -38,7 +38,7 @@ from stores.memory.lifecycle_rules import (
     importance_of,
     tier_of,
 )
-from stores.memory.verbatim_copies import Candidates, candidates, distinctive_of, holding
+from stores.memory.verbatim_copies import Candidates, candidates, distinctive_of, holding, row_run_digests
 from stores.privacy.crypto import seal
 from stores.privacy.embedding import Embedder, HashingEmbedder, tokens, vector_literal
 from stores.privacy.identity import (
@@ -123,13 +123,13 @@ INSERT_COLUMNS = (
     "id, app_name, user_id, subject_key, session_id, kind, derived_from, source_sessions, author, key_id, "
     "content_sealed, token_digests, embedding_sealed, created_at, purpose, retention_class, expires_at, source_kind, "
     "source_ref, confidence_basis, confidence, importance, pinned, state, supersedes, challenged_by, tokens, "
-    "content_digest, embedding_rotated"
+    "content_digest, embedding_rotated, run_digests"
 )
 _CASTS = (
     "%s::uuid, %s::text, %s::text, %s::text, %s::text, %s::text, %s::uuid[], %s::text[], %s::text, %s::uuid, "
     "%s::bytea, %s::text[], %s::bytea, %s::timestamptz, %s::text, %s::text, %s::timestamptz, %s::text, "
     "%s::text, %s::text, %s::real, %s::real, %s::boolean, %s::text, %s::uuid[], %s::uuid[], %s::integer, %s::text, "
-    "%s::vector"
+    "%s::vector, %s::text[]"
 )
 _INSERT_VALUES = _CASTS
 #: a duplicate of a row the subject already holds (same normalised words, still live) reinforces that row:
@@ -190,7 +190,8 @@ class MemoryStore:
             sk = subject_of_stored(self._secret, m.app_name, m.user_id)
             key_id, sealed = self._keys.encrypt(sk, m.text.encode("utf-8"), m.id.bytes)
             words = tokens(m.text)
-            digests = sorted({token_digest(self._secret, t) for t in words})
+            ordered = [token_digest(self._secret, t) for t in words]
+            digests = sorted(set(ordered))
             created = m.created_at or datetime.now(UTC)
             confidence = m.confidence if m.confidence is not None else BASIS_CONFIDENCE.get(m.confidence_basis, 1.0)
             embedded = self._embedder.embed(m.text)
@@ -227,6 +228,7 @@ class MemoryStore:
                     len(words),
                     content_digest(self._secret, sk, m.text),
                     vector_literal(rotated(rotations[key_id], embedded)),
+                    row_run_digests(ordered),
                 )
             )
         return rows

@@ -6,10 +6,14 @@ nothing the erasure recorded. Both are found by what the rows *say*: a run of ``
 of the user's memories and events.
 
 At the start (``begin_request``) the user's texts give ordered runs of keyed word digests (``runs_of``; no word
-in clear). ``holders`` finds rows of other subjects holding a run, in order: one GIN probe per run on the
-``token_digests`` index with the run's words the table's statistics do not call common (``common_digests``:
-cost follows the user's text, not the platform's size), then each candidate's content opened and its words'
-digests compared in sequence. The rows found at the start are copies the platform made before the request:
+in clear). ``holders`` finds rows of other subjects holding a run, in order. Every row keeps the digest of each
+run of ``RUN_WORDS`` consecutive words it holds, at every offset (``row_run_digests``, written with the row), so
+a holder is one GIN lookup of the run's digest away and nobody else's row is opened (nor their data key asked
+of KMS). Rows written before that column are found as they were: a GIN probe on ``token_digests`` with the
+run's words the table's statistics do not call common (``common_digests``), each candidate opened and its
+words' digests compared in sequence. Either probe is made only for a run with enough rare words, so it reads
+fewer rows than the rarest of them is held by: cost follows the user's text, not the platform's size.
+The rows found at the start are copies the platform made before the request:
 kept, never deleted (they are another subject's rows), their count disclosed in the receipt for a reviewer to
 act on. A row holding a run after the erasure that was not there at the start is the user's text still
 present under another owner: the memory check fails.
@@ -17,6 +21,7 @@ present under another owner: the memory check fails.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -32,6 +37,7 @@ RUN_STEP = 4  # runs overlap by half: a copy of any 12 consecutive words holds o
 MAX_RUNS = 64  # bounded per request: the probes follow the user's text, never the platform's size
 MIN_RARE = 3  # a run whose words are nearly all common is not probed (its GIN probe would read everyone)
 CANDIDATES_PER_RUN = 50
+MAX_ROW_RUNS = 2048  # a row's run digests kept at most (memory rows are short; a longer one is opened instead)
 
 Opener = Callable[[uuid.UUID, bytes], "str | None"]  # a row's content, or None when its key is shredded
 
@@ -61,37 +67,72 @@ def _holds_in_order(words: Sequence[str], run: Sequence[str]) -> bool:
     return any(list(words[i : i + n]) == list(run) for i in range(len(words) - n + 1))
 
 
-_PROBE = sql.SQL(
-    "(SELECT {n}::int, id, content_sealed, token_digests FROM memories WHERE token_digests @> {words}::text[] "
+def run_digest(run: Sequence[str]) -> str:
+    """One run of ordered word digests (keyed already) as one digest: what a row's ``run_digests`` holds."""
+    return hashlib.sha256(" ".join(run).encode("ascii")).hexdigest()[:32]
+
+
+def row_run_digests(word_digests: Sequence[str]) -> list[str] | None:
+    """Every run of ``RUN_WORDS`` consecutive words of a row (``word_digests`` in text order), at every offset,
+    as ``run_digest``s, sorted and distinct: written with the row, so a copy of the user's text under another
+    owner is found by one index lookup without opening the row. ``None`` for a row longer than
+    ``MAX_ROW_RUNS`` runs: it is found as rows written before the column were (opened and compared)."""
+    if len(word_digests) - RUN_WORDS + 1 > MAX_ROW_RUNS:
+        return None
+    return sorted({run_digest(word_digests[i : i + RUN_WORDS]) for i in range(len(word_digests) - RUN_WORDS + 1)})
+
+
+#: a row with a run digest holds the run word for word: found by the index, never opened (``holding``)
+_BY_RUN = sql.SQL(
+    "(SELECT {n}::int, id, NULL::bytea, NULL::text[] FROM memories WHERE run_digests @> ARRAY[{run}]::text[] "
     "AND subject_key <> {subject} AND id <> ALL({rows}::uuid[]) ORDER BY id LIMIT {limit})"
 )
+#: a row written before ``run_digests`` (or too long for it): a candidate by its words, opened and compared
+_BY_WORDS = sql.SQL(
+    "(SELECT {n}::int, id, content_sealed, token_digests FROM memories WHERE token_digests @> {words}::text[] "
+    "AND run_digests IS NULL AND subject_key <> {subject} AND id <> ALL({rows}::uuid[]) ORDER BY id LIMIT {limit})"
+)
+
+
+def _unrun_rows(conn: Connection[Any]) -> bool:
+    """Whether any memory row lacks run digests (a partial index answers it without reading a row)."""
+    row = conn.execute("SELECT EXISTS (SELECT 1 FROM memories WHERE run_digests IS NULL)").fetchone()
+    return bool(row and row[0])
 
 
 def _probe(
     conn: Connection[Any],
-    rares: Sequence[Sequence[str]],
+    probed: Sequence[tuple[Sequence[str], Sequence[str]]],
     excluding_subject: str,
     excluding_rows: Sequence[uuid.UUID],
 ) -> list[list[tuple[Any, ...]]]:
-    """For each of ``rares``, (id, sealed content, word digests) of up to ``CANDIDATES_PER_RUN`` rows of others
-    holding every one of its words, in id order: one GIN probe per run, all in one statement. Each probe is
-    its own branch with its words as a parameter, so the planner sees them (a lateral join over the runs hid
-    them and walked the primary key in id order, reading the whole table)."""
-    if not rares:
+    """For each ``(run, its rare words)`` of ``probed``, up to ``CANDIDATES_PER_RUN`` rows of others holding
+    the run, in id order, as ``(id, sealed content, word digests)``: rows with run digests by the run's digest
+    (content ``None``: found, nothing to open), rows without them by the run's rare words (to be opened). One
+    GIN probe per run and kind, all in one statement, each its own branch with its values as parameters so the
+    planner sees them (a lateral join over the runs hid them and walked the primary key, reading the table)."""
+    if not probed:
         return []
+    branches = [_BY_RUN] + ([_BY_WORDS] if _unrun_rows(conn) else [])
     query = sql.SQL(" UNION ALL ").join(
-        _PROBE.format(
+        branch.format(
             n=sql.Literal(n),
+            run=sql.Placeholder(f"run{n}"),
             words=sql.Placeholder(f"words{n}"),
             subject=sql.Placeholder("subject"),
             rows=sql.Placeholder("rows"),
             limit=sql.Placeholder("limit"),
         )
-        for n, rare in enumerate(rares)
+        for n in range(len(probed))
+        for branch in branches
     )
-    params: dict[str, Any] = {f"words{n}": list(rare) for n, rare in enumerate(rares)}
+    params: dict[str, Any] = {}
+    for n, (run, rare) in enumerate(probed):
+        params[f"run{n}"] = run_digest(run)
+        if _BY_WORDS in branches:
+            params[f"words{n}"] = list(rare)
     params.update(subject=excluding_subject, rows=list(excluding_rows), limit=CANDIDATES_PER_RUN)
-    out: list[list[tuple[Any, ...]]] = [[] for _ in rares]
+    out: list[list[tuple[Any, ...]]] = [[] for _ in probed]
     for n, *row in conn.execute(query, params).fetchall():
         out[int(n)].append(tuple(row))
     return out
@@ -117,7 +158,7 @@ def candidates(
     statements however many runs), done with ``conn``; opening them (``holding``) needs none of it, so the
     caller gives the connection back first."""
     probed = _probed(conn, runs)
-    found = _probe(conn, [rare for _run, rare in probed], excluding_subject, excluding_rows)
+    found = _probe(conn, probed, excluding_subject, excluding_rows)
     return [(run, rows) for (run, _rare), rows in zip(probed, found, strict=True)]
 
 
@@ -135,6 +176,9 @@ def holding(secret: bytes, opener: Opener, probed: Candidates) -> set[uuid.UUID]
     for run, rows in probed:
         for row_id, sealed, digests in rows:
             if row_id in found:
+                continue
+            if sealed is None:  # found by its run digest: it holds the run word for word
+                found.add(row_id)
                 continue
             if row_id not in opened:
                 text = opener(row_id, bytes(sealed))
