@@ -35,6 +35,7 @@ from stores.platform import Platform
 from tests.stack_fixture import make_test_settings
 from workers.local_kms import offline_wrapper, read_key_id
 from workers.local_secrets import load_secrets
+from workers.schedule import SCHEDULE_IDS
 from workers.service import file_request, reverify_input
 from workers.settings import Settings
 from workers.stack import launcher
@@ -582,6 +583,7 @@ async def measure(plan: Plan, settings: Settings) -> tuple[Figures, Erasure | No
     ceiling_queue = queue + "-ceiling"
     settings = settings.model_copy(update={"task_queue": queue})
     client = await connect(settings, secrets)
+    await pause_schedules(client)
     worker = build_worker(client, queue, platform, secrets.signing_key)
     physical_queue = queue + "-physical"
     physical_worker = build_physical_worker(client, physical_queue, platform, secrets.signing_key)
@@ -636,6 +638,13 @@ async def measure(plan: Plan, settings: Settings) -> tuple[Figures, Erasure | No
         seeder.close()
         platform.close()
     return bench.figures, sample
+
+
+async def pause_schedules(client: Client) -> None:
+    """The stack's own scheduled jobs paused for the run: the physical job would otherwise attest the bench's
+    requests before its own run (a full run measured 0 requests covered), and every job loads the machine."""
+    for schedule_id in SCHEDULE_IDS:
+        await client.get_schedule_handle(schedule_id).pause(note="paused by the benchmark for its run")
 
 
 def bulk_wrap(settings: Settings, seeder: Platform, keys: str) -> Callable[[bytes], bytes] | None:

@@ -30,6 +30,8 @@ SCHEDULE_ID = "late-writer-sweep"
 EXPIRY_SCHEDULE_ID = "retention-expiry-sweep"
 KEY_EPOCH_SCHEDULE_ID = "key-epoch-rotation"
 PHYSICAL_SCHEDULE_ID = "physical-cleanup"
+#: every schedule ``install`` installs
+SCHEDULE_IDS = (SCHEDULE_ID, EXPIRY_SCHEDULE_ID, KEY_EPOCH_SCHEDULE_ID, PHYSICAL_SCHEDULE_ID)
 #: the schedules by the name ``erasure schedule --sweep`` takes
 BY_NAME = {
     "late-writer": SCHEDULE_ID,
