@@ -188,7 +188,8 @@ class MemoryStore:
             if m.tier not in TIERS:
                 raise ValueError(f"unknown memory tier {m.tier!r}")
             sk = subject_of_stored(self._secret, m.app_name, m.user_id)
-            key_id, sealed = self._keys.encrypt(sk, m.text.encode("utf-8"), m.id.bytes)
+            key = self._keys.current(sk)  # content, embedding and rotation under this one key, never read back
+            key_id, sealed = key.key_id, seal(key, m.text.encode("utf-8"), m.id.bytes)
             words = tokens(m.text)
             ordered = [token_digest(self._secret, t) for t in words]
             digests = sorted(set(ordered))
@@ -196,7 +197,7 @@ class MemoryStore:
             confidence = m.confidence if m.confidence is not None else BASIS_CONFIDENCE.get(m.confidence_basis, 1.0)
             embedded = self._embedder.embed(m.text)
             if key_id not in rotations:
-                rotations[key_id] = rotation(self._keys.get(key_id), len(embedded))
+                rotations[key_id] = rotation(key, len(embedded))
             rows.append(
                 (
                     m.id,
@@ -211,7 +212,7 @@ class MemoryStore:
                     key_id,
                     sealed,
                     digests,
-                    seal(self._keys.get(key_id), embedding_bytes(embedded), embedding_context(m.id)),
+                    seal(key, embedding_bytes(embedded), embedding_context(m.id)),
                     created,
                     m.purpose,
                     m.retention_class,
