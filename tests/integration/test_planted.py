@@ -41,7 +41,7 @@ from stores.keys.adapter import KeysAdapter
 from stores.logs.adapter import LogsAdapter
 from stores.logs.archive import LogArchive, SegmentPurge
 from stores.memory.adapter import MemoryAdapter
-from stores.memory.rows import MemoryEraser
+from stores.memory.rows import MemoryEraser, NewMemory
 from stores.platform import Platform
 from stores.privacy.keys import DataKeyStore
 from stores.sessions.adapter import SessionsAdapter
@@ -159,6 +159,18 @@ def _ignore(_details: dict[str, Any]) -> None:
     pass
 
 
+def _words_of_its_own(platform: Platform, app: str, target: str, other: str) -> None:
+    """A memory of the target's in words nobody else holds, and a summary under ``other`` drawing on it: canaries
+    are the target's longest words no other subject's row holds, and the seeder's vocabulary is shared by every
+    user the test process has seeded (CI once captured none: every candidate word was held by another test's
+    user, so the leftover summaries matched no canary). These words are the target's alone, whatever ran before."""
+    words = ["zq" + "".join(chr(ord("a") + int(c, 16)) for c in uuid.uuid4().hex[:12]) for _ in range(10)]
+    text = " ".join(words)
+    mine = NewMemory(app, target, f"noted {text}")
+    summary = NewMemory(app, other, f"summary: {text}", kind="summary", derived_from=[mine.id])
+    platform.memory_store.insert([mine, summary])
+
+
 @pytest.mark.parametrize("plant", sorted(PLANTS))
 def test_the_check_catches_each_planted_under_deletion(platform: Platform, plant: str) -> None:
     """Seeded as the saga test seeds (two users, "small", cross-user summaries), the request filed and begun,
@@ -170,6 +182,8 @@ def test_the_check_catches_each_planted_under_deletion(platform: Platform, plant
     target, other = user_ids(2, 61, prefix=f"plant{component}")
     case = Case(platform, real, f"plant-{component}-{uuid.uuid4().hex[:8]}", target, other)
     asyncio.run(seed_platform(platform, case.app, [target, other], "small", 61))
+    if component == "memory":
+        _words_of_its_own(platform, case.app, target, other)
     others_before = real.fingerprint(case.app, other)
     subject = begin(case)
     erase_prerequisites(case, subject)
