@@ -59,6 +59,8 @@ from workers.service import RequestRefused, progress
 from workflows.erasure import ErasureWorkflow
 
 STATES = (*ACTIVE_STATES, *FINAL_STATES)
+#: the final states a request gets a receipt in (the page follows a request in one until its receipt is there)
+RECEIPTED_STATES = ("completed", "nothing_found", "verification_failed")
 
 router = APIRouter()
 
@@ -245,7 +247,9 @@ async def request_page(request: Request, request_id: str, p: PageReads) -> HTMLR
         hold=console.platform.requests.active_hold(row.subject_key),
         can_cancel=bool(p.roles & {"requester", "approver"}),
         receipt_shown=bool(view["receipt"]),
-        receipt_ready=row.state in ("completed", "nothing_found", "verification_failed")
+        active_states=ACTIVE_STATES,
+        receipted_states=RECEIPTED_STATES,
+        receipt_ready=row.state in RECEIPTED_STATES
         and view["receipt"]
         and bool(p.roles & PERMISSIONS["receipts:read"]),
     )
@@ -256,7 +260,7 @@ async def _progress_view(request: Request, request_id: str, p: Principal) -> dic
     row = request_row(console, request_id, p)
     found = await progress(console.client, request_id)
     steps = [asdict(s) for s in found.steps] if found else []
-    finished = row.state in ("completed", "nothing_found", "verification_failed")
+    finished = row.state in RECEIPTED_STATES
     receipt = finished and load_receipt(console.platform, request_id)
     return {"state": row.state, "steps": steps, "receipt": bool(receipt)}
 
