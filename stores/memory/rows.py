@@ -323,16 +323,16 @@ class MemoryStore:
         query_vec = np.asarray(self._embedder.embed(query), dtype=np.float32)
         where = "TRUE" if everything else RECALLABLE_SQL
         params = {"app": app_name, "user": subject, "threshold": threshold}
-        with self._pool.connection() as conn, conn.pipeline():  # both reads in one round trip
-            keys = conn.execute("SELECT key_id FROM data_keys WHERE subject_key = %s", (subject,))
-            unrotated = conn.execute(
-                f"SELECT id, embedding_sealed, embedding::text FROM memories "
+        with self._pool.connection() as conn:  # the subject's keys and its unrotated rows: one statement
+            both = conn.execute(
+                "SELECT TRUE, key_id, NULL::bytea, NULL::text FROM data_keys WHERE subject_key = %(user)s "
+                "UNION ALL SELECT FALSE, id, embedding_sealed, embedding::text FROM memories "
                 f"WHERE app_name = %(app)s AND user_id = %(user)s AND embedding_rotated IS NULL AND {where}",
                 params,
                 binary=True,  # the sealed vectors arrive as bytes, not as hex text to parse
-            )
-            key_ids = [r[0] for r in keys.fetchall()]
-            legacy = unrotated.fetchall()
+            ).fetchall()
+        key_ids = [r[1] for r in both if r[0]]
+        legacy = [tuple(r[1:]) for r in both if not r[0]]
         # keys opened with the connection given back (a data key's read takes one of its own)
         queries = self._rotated_queries(key_ids, query_vec)
         ranked = self._nearest(legacy, query_vec, limit) if legacy else []
@@ -398,14 +398,24 @@ class MemoryStore:
             if count_hits
             else ""
         )
+        # each row against the query rotated under its own key: one constant per key (parsed once, no join),
+        # the decayed confidence computed for the rows returned only
+        names = {f"k{n}": key_id for n, (key_id, _v) in enumerate(queries)}
+        vecs = {f"v{n}": vec for n, (_k, vec) in enumerate(queries)}
+        if len(queries) == 1:
+            query_vec = "%(v0)s::vector"
+        else:
+            arms = " ".join(f"WHEN %(k{n})s::uuid THEN %(v{n})s::vector" for n in range(len(queries)))
+            query_vec = f"(CASE m.key_id {arms} END)"
         rows = conn.execute(
-            # each query vector parsed once (``::vector[]``), not once per row compared
-            "WITH ranked AS (SELECT m.embedding_rotated <=> q.vec AS distance, m.id, m.content_sealed, m.author, "
-            f"m.created_at, m.kind, m.state, {DECAYED_SQL} AS decayed FROM memories m "
-            "JOIN unnest(%(keys)s::uuid[], %(vecs)s::text[]::vector[]) AS q(key_id, vec) ON m.key_id = q.key_id "
-            f"WHERE m.app_name = %(app)s AND m.user_id = %(user)s AND m.embedding_rotated IS NOT NULL AND {where} "
-            f"ORDER BY distance, m.id LIMIT %(limit)s){touch} SELECT * FROM ranked ORDER BY distance, id",
-            {**params, "keys": [k for k, _v in queries], "vecs": [v for _k, v in queries], "limit": limit},
+            f"WITH ranked AS (SELECT m.embedding_rotated <=> {query_vec} AS distance, m.id, m.content_sealed, "
+            "m.author, m.created_at, m.kind, m.state, m.confidence, m.reinforced_at FROM memories m "
+            "WHERE m.app_name = %(app)s AND m.user_id = %(user)s AND m.key_id = ANY(%(keys)s::uuid[]) "
+            f"AND m.embedding_rotated IS NOT NULL AND {where} "
+            f"ORDER BY distance, m.id LIMIT %(limit)s){touch} "
+            f"SELECT distance, id, content_sealed, author, created_at, kind, state, {DECAYED_SQL} "
+            "FROM ranked ORDER BY distance, id",
+            {**params, **names, **vecs, "keys": [k for k, _v in queries], "limit": limit},
         ).fetchall()
         # a zero vector (no words) has no cosine: pgvector says NaN, the in-process ranking says 2 (opposite)
         return [(float(r[0]) if r[0] == r[0] else 2.0, *r[1:]) for r in rows]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -22,7 +22,10 @@ _HEADER = len(MAGIC) + 16 + 12
 @dataclass(frozen=True)
 class DataKey:
     key_id: uuid.UUID
-    material: bytes  # 32 bytes, plaintext; never logged, never persisted unwrapped
+    material: bytes = field(repr=False)  # 32 bytes, plaintext; never logged, never persisted unwrapped
+    #: values derived from the material (a vector rotation), kept exactly as long as this key object: the key
+    #: cache's entry holds both, so none outlives the key's expiry from the cache or its shredding
+    derived: dict[object, object] = field(default_factory=dict, compare=False, repr=False)
 
 
 def seal(key: DataKey, plaintext: bytes, context: bytes = b"") -> bytes:

@@ -38,3 +38,18 @@ def test_ranking_is_unchanged_and_the_stored_vectors_are_not_the_plain_ones() ->
     wrong = rotate(_key(), [query])[0]  # without the key the query is just another vector
     assert cosine_order(stored, wrong) != cosine_order(vectors, query)
     assert rotate(key, []) == []
+
+
+def test_the_matrix_lives_on_the_key_object_and_dies_with_it() -> None:
+    key = _key()
+    first = rotation(key, 64)
+    assert rotation(key, 64) is first  # built once per key object (a search asks it for every query)
+    assert not first.flags.writeable  # shared by every caller: nobody may change it
+    again = DataKey(key.key_id, key.material)  # the key cache's next entry for the same key
+    assert again.derived == {}
+    assert rotation(again, 64) is not first
+    assert np.array_equal(rotation(again, 64), first)
+    assert rotation(key, 32).shape == (32, 32)  # a matrix per dimension
+    assert "derived" not in repr(key)
+    assert repr(key.material) not in repr(key)  # nor the key itself
+    assert key == again
