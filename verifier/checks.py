@@ -1,8 +1,8 @@
 """The verifier's independent checks: one per store of the request's plan, and the fence.
 
 ``run_check`` runs one check per activity (verifications of requests filed before ``fewer-actions-v1``);
-``run_checks`` runs every check of a verification in one activity, one after another, each with its own
-queries and its own result, heartbeating the results so far after each.
+``run_checks`` runs every check of a verification in one activity, a few at once (``CHECKERS``), each with
+its own queries and its own result, heartbeating the results so far after each.
 
 Each store's check is its adapter's ``remaining`` (``stores.adapters``): its own queries, written apart
 from the eraser's code, by indexed lookups, bypassing the write fence (which would make checks pass
@@ -19,7 +19,10 @@ leftover.
 
 from __future__ import annotations
 
+import contextvars
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -35,6 +38,8 @@ from stores.platform import Platform
 from stores.privacy.identity import subject_key
 from workflows.contracts.erasure import FENCE_CHECK, Activities, CheckInput, CheckResult, ChecksInput, ChecksResult
 
+#: checks of one verification run at once: each is a few indexed reads and object listings, mostly waiting
+CHECKERS = 4
 #: heartbeat detail of ``run_checks``: the results of the checks done so far in this verification
 _DONE = "checks_done"
 
@@ -112,20 +117,40 @@ class VerifierActivities(PlatformActivities):
 
     @activity.defn(name=Activities.CHECKS)
     def run_checks(self, inp: ChecksInput) -> ChecksResult:
-        """Every check of one verification, one after another, each with its own queries and its own result.
+        """Every check of one verification, ``CHECKERS`` at once, each with its own queries and its own result.
 
         A heartbeat after each check carries the results so far (PII-free: names, counts, details), so a
         retry after an error or a worker crash runs only the checks that had no result yet; an error in a
-        check fails the attempt (nothing passes unchecked) and the attempt is retried as ``run_check`` was."""
+        check fails the attempt (nothing passes unchecked) once every other check has ended and been kept, and
+        the attempt is retried as ``run_check`` was."""
         done = _resumed(heartbeat_details({}).get(_DONE))
         request = self._request(inp.request_id, inp.subject_key, inp.app_name)
-        for name in inp.checks:
-            if name in done:
-                continue
-            one = CheckInput(inp.request_id, inp.subject_key, inp.app_name, name, inp.phase)
-            result = self._judge(request, one, _carrying([asdict(r) for r in done.values()]))
-            done[name] = self._failed(one, result) if not result.passed else result
-            beat(**{_DONE: [asdict(r) for r in done.values()]})
+        lock = threading.Lock()
+
+        def so_far() -> list[dict[str, Any]]:  # in the verification's order, whichever ended first
+            with lock:
+                return [asdict(done[name]) for name in inp.checks if name in done]
+
+        def one(name: str) -> tuple[str, CheckResult]:
+            check = CheckInput(inp.request_id, inp.subject_key, inp.app_name, name, inp.phase)
+            result = self._judge(request, check, lambda d: beat(**{**d, _DONE: so_far()}))
+            return name, self._failed(check, result) if not result.passed else result
+
+        errors: list[BaseException] = []
+        with ThreadPoolExecutor(CHECKERS, thread_name_prefix="verify") as checkers:
+            # each check in a copy of the activity's context: its heartbeats and log fields are the activity's
+            todo = [name for name in inp.checks if name not in done]
+            for finished in as_completed([checkers.submit(contextvars.copy_context().run, one, n) for n in todo]):
+                try:
+                    name, result = finished.result()
+                except Exception as error:  # the others still end and are kept for the retry
+                    errors.append(error)
+                    continue
+                with lock:
+                    done[name] = result
+                beat(**{_DONE: so_far()})
+        if errors:
+            raise errors[0]
         return ChecksResult([done[name] for name in inp.checks])
 
     def _request(self, request_id: str, key: str, app_name: str) -> _Request:

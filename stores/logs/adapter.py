@@ -3,27 +3,28 @@
 A line is the subject's by structure only: same app and a clear ``subject`` field equal to the subject key
 (sealed lines) or a ``user_id`` hashing to it (plain lines shipped before sealing), or the subject key among
 the mention keys the shipper recorded; nothing is opened to erase or check. Erase rewrites only the indexed
-segments, one at a time (a purged segment leaves the index, so a retry sees only the rest), removes old
-versions, and keeps every other line byte for byte; others' malformed lines are counted
-(``malformed_lines``), never a failure. Remaining has its own reader (``stores.logs.reads``): the
-index rows, the lines in the segments the logs step recorded and in a sample of the most recent segments,
-and old segment versions. Segments shipped before mention keys existed ("legacy", ``stores.logs.archive``) hold
-mention-only lines without structure: the eraser removes those its index confirms and otherwise keeps the
-index row; the check counts any left (``legacy_mention_lines``) by the exact identity of a whole word.
+segments, a few at a time (``SEGMENT_PURGERS``, each under its own segment lock; a purged segment leaves the
+index, so a retry sees only the rest), removes old versions, and keeps every other line byte for byte;
+others' malformed lines are counted (``malformed_lines``), never a failure. Remaining has its own reader
+(``stores.logs.reads``): the index rows, the lines in the segments the logs step recorded and in a sample
+of the most recent segments, and old segment versions. Segments shipped before mention keys existed
+("legacy", ``stores.logs.archive``) hold mention-only lines without structure: the eraser removes those its
+index confirms and otherwise keeps the index row; the check counts any left (``legacy_mention_lines``) by the
+exact identity of a whole word.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from stores.adapters.common import digest
 from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
-from stores.logs.archive import shared_archive
+from stores.logs.archive import LogArchive, SegmentPurge, shared_archive
 from stores.logs.reads import LogReads, SegmentScan, SubjectLineRule
 from stores.privacy.redaction import sensitive
 
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
 
 RECENT_LOG_SAMPLE = 20
 LOG_READERS = 4  # segments read at once (each old-version listing briefly holds a pooled connection)
+#: segments purged at once by one erasure or sweep: each holds a pooled connection (its segment lock) while it
+#: reads, rewrites and re-lists its object, so a few at once, not one per segment
+SEGMENT_PURGERS = 3
 MALFORMED = "malformed_lines"
 
 
@@ -68,8 +72,7 @@ class LogsAdapter:
         )
         counts = {k: int(cursor.get(k, 0)) for k in ("segments", "lines", MALFORMED)}
         with sensitive(*([subject.user_id] if subject.user_id else [])):
-            for n, key in enumerate(segments):  # purged segments leave the index: a retry sees only the rest
-                purged = archive.purge_subject(key, subject.app_name, subject.subject_key)
+            for n, purged in enumerate(_purged(archive, segments, subject)):
                 counts["segments"] += 1
                 counts["lines"] += purged.removed
                 counts[MALFORMED] += purged.malformed  # others' bad lines: kept, reported, not a failure
@@ -119,8 +122,7 @@ class LogsAdapter:
         ``before``: later ones belong to a returning user)."""
         removed = malformed = 0
         archive = self.logs
-        for key in archive.segments_of(subject.subject_key, window_before=before):
-            purged = archive.purge_subject(key, subject.app_name, subject.subject_key)
+        for purged in _purged(archive, archive.segments_of(subject.subject_key, window_before=before), subject):
             removed += purged.removed
             malformed += purged.malformed
         return Swept({"log_lines": removed}, {MALFORMED: malformed})
@@ -140,3 +142,13 @@ class LogsAdapter:
             "log_lines": digest(sorted(lines)),
             "counts": {"log_segments": len(index), "log_lines": len(lines)},
         }
+
+
+def _purged(archive: LogArchive, segments: Iterable[str], subject: Subject) -> Iterable[SegmentPurge]:
+    """Each segment purged of the subject's lines, ``SEGMENT_PURGERS`` at once, yielded as each ends (in the
+    caller's thread, which heartbeats). The first error is raised once the purges already started have ended:
+    those left the index, so the retry purges only the rest."""
+    purge: Callable[[str], SegmentPurge] = lambda key: archive.purge_subject(key, subject.app_name, subject.subject_key)  # noqa: E731
+    with ThreadPoolExecutor(SEGMENT_PURGERS, thread_name_prefix="purge-logs") as purgers:
+        for done in as_completed([purgers.submit(purge, key) for key in segments]):
+            yield done.result()

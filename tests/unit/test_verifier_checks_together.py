@@ -1,11 +1,12 @@
-"""``run_checks``: every check of a verification in one activity, each with its own result, a heartbeat
-after each carrying the results so far; an error fails the attempt (nothing passes unchecked) and the retry
-runs only the checks that had no result yet. Run in the SDK's ``ActivityEnvironment`` with the checks
+"""``run_checks``: every check of a verification in one activity, a few at once, each with its own result, a
+heartbeat after each carrying the results so far; an error fails the attempt (nothing passes unchecked) and
+the retry runs only the checks that had no result yet. Run in the SDK's ``ActivityEnvironment`` with the checks
 replaced by a fake (the store reads themselves are covered by tests/unit/test_verifier_fail_closed.py)."""
 
 from __future__ import annotations
 
 import dataclasses
+import threading
 from types import SimpleNamespace
 from typing import Any
 
@@ -67,25 +68,46 @@ def test_every_check_has_its_own_result_in_order() -> None:
     assert result is not None
     assert [r.check for r in result.checks] == NAMES
     assert [r.passed for r in result.checks] == [True, True, True, False, True]  # logs: one line left
-    assert acts.ran == NAMES
-    assert [r["check"] for r in beats[-1][checks._DONE]] == NAMES
+    assert sorted(acts.ran) == sorted(NAMES)
+    assert [r["check"] for r in beats[-1][checks._DONE]] == NAMES  # in the verification's order
 
 
 def test_an_error_fails_the_attempt_and_the_retry_runs_only_what_had_no_result() -> None:
     acts = FakeChecks({"memory"})
     first, beats = attempt(acts, [])
     assert first is None  # nothing passes unchecked: the attempt fails, the workflow's policy retries it
-    assert acts.ran == ["sessions", "artifacts", "memory"]
+    assert sorted(acts.ran) == sorted(NAMES)  # the others still ran to the end
     carried = beats[-1]
-    assert carried["phase"] == "memory"  # memory's own heartbeat, carrying the two results before it
-    assert [r["check"] for r in carried[checks._DONE]] == ["sessions", "artifacts"]
+    assert [r["check"] for r in carried[checks._DONE]] == ["sessions", "artifacts", "logs", "fence"]
 
     acts.ran.clear()
     second, _ = attempt(acts, [carried])
     assert second is not None
-    assert acts.ran == ["memory", "logs", "fence"]
+    assert acts.ran == ["memory"]
     assert [r.check for r in second.checks] == NAMES
     assert [r.passed for r in second.checks] == [True, True, True, False, True]
+
+
+class WaitingChecks(FakeChecks):
+    """Every check waits until ``CHECKERS`` of them are running at once (a check run after another never
+    gets there: the barrier breaks after its timeout)."""
+
+    def __init__(self) -> None:
+        super().__init__(set())
+        self.barrier = threading.Barrier(checks.CHECKERS, timeout=5)
+
+    def check(self, ctx: CheckContext, progress: Beat | None = None) -> CheckResult:
+        if ctx.inp.check in NAMES[: checks.CHECKERS]:
+            self.barrier.wait()
+        return super().check(ctx, progress)
+
+
+def test_the_checks_run_at_once_and_their_heartbeats_reach_the_activity() -> None:
+    acts = WaitingChecks()
+    result, beats = attempt(acts, [])
+    assert result is not None
+    assert [r.check for r in result.checks] == NAMES
+    assert {b["phase"] for b in beats if "phase" in b} == set(NAMES)  # each check's own beat, from its thread
 
 
 @pytest.mark.parametrize(
