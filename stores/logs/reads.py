@@ -161,11 +161,21 @@ class LogReads:
             return None
 
     def old_versions(self, key: str) -> int:
-        """Non-current versions and delete markers of one segment, read under the archive's segment lock
-        (another user's purge puts a new version before it drops the older ones)."""
+        """Non-current versions and delete markers of one segment.
+
+        Listed first without the segment lock: none is a true answer at that instant (the erasure's own purge
+        ended before its check, and nothing makes an old version again but a new put). A segment that shows
+        some is listed again under the archive's segment lock, so another user's purge caught between its
+        put of a new version and its drop of the older ones has finished (the old count then is real). The
+        lock, two statements and perhaps a wait in an activity slot, is taken only where something was seen."""
+        if not self._count_old(key):
+            return 0
         with self._lock(key):
-            found = 0
-            for page in self._s3.get_paginator("list_object_versions").paginate(Bucket=self._bucket, Prefix=key):
-                found += sum(1 for v in page.get("Versions", []) if v["Key"] == key and not v.get("IsLatest"))
-                found += sum(1 for m in page.get("DeleteMarkers", []) if m["Key"] == key)
+            return self._count_old(key)
+
+    def _count_old(self, key: str) -> int:
+        found = 0
+        for page in self._s3.get_paginator("list_object_versions").paginate(Bucket=self._bucket, Prefix=key):
+            found += sum(1 for v in page.get("Versions", []) if v["Key"] == key and not v.get("IsLatest"))
+            found += sum(1 for m in page.get("DeleteMarkers", []) if m["Key"] == key)
         return found
