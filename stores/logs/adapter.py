@@ -32,7 +32,10 @@ if TYPE_CHECKING:
     from stores.adapters.context import StoreContext
     from stores.books.request_record import RequestRecord
 
+#: the check's sample of the newest segments (lines a shipper failed to index): at most this many segments,
+#: and no segment once those before it hold this many lines (its cost bounded whatever the platform's traffic)
 RECENT_LOG_SAMPLE = 20
+RECENT_LOG_SAMPLE_LINES = 20_000
 LOG_READERS = 4  # segments read at once (each old-version listing briefly holds a pooled connection)
 #: segments purged at once by one erasure or sweep: each holds a pooled connection (its segment lock) while it
 #: reads, rewrites and re-lists its object, so a few at once, not one per segment
@@ -86,7 +89,8 @@ class LogsAdapter:
         rule = SubjectLineRule(self.secret, subject.app_name, subject.subject_key)
         before = bound.erased_at if bound else None
         named = sorted(set(record.purged_segments))
-        sample = [k for k in reads.recent_segments(RECENT_LOG_SAMPLE, before) if k not in set(named)]
+        newest = reads.recent_segments(RECENT_LOG_SAMPLE, before, RECENT_LOG_SAMPLE_LINES)
+        sample = [k for k in newest if k not in set(named)]
         legacy = reads.legacy_segments(named + sample)
 
         def inspect(key: str) -> tuple[SegmentScan, int]:

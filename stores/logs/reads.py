@@ -137,12 +137,19 @@ class LogReads:
             ).fetchone()
         return int(row[0]) if row else 0
 
-    def recent_segments(self, limit: int, window_before: datetime | None) -> list[str]:
+    def recent_segments(self, limit: int, window_before: datetime | None, line_budget: int) -> list[str]:
+        """The ``limit`` newest segments (windows before ``window_before``), newest first, as long as the lines
+        of those before each stay under ``line_budget`` (the newest is always taken): the sample's cost is
+        bounded by lines read, not by how busy the platform's recent windows were."""
         with self._pool.connection() as conn:
             rows = conn.execute(
-                "SELECT segment_key FROM log_segments WHERE (%s::timestamptz IS NULL OR window_start < %s) "
-                "ORDER BY window_start DESC, segment_key LIMIT %s",
-                (window_before, window_before, limit),
+                "SELECT segment_key FROM (SELECT segment_key, window_start, "
+                "sum(line_count) OVER (ORDER BY window_start DESC, segment_key ROWS UNBOUNDED PRECEDING) "
+                "- line_count AS lines_before FROM (SELECT segment_key, window_start, line_count FROM log_segments "
+                "WHERE (%(before)s::timestamptz IS NULL OR window_start < %(before)s) "
+                "ORDER BY window_start DESC, segment_key LIMIT %(limit)s) newest) counted "
+                "WHERE lines_before < %(budget)s ORDER BY window_start DESC, segment_key",
+                {"before": window_before, "limit": limit, "budget": max(line_budget, 1)},
             ).fetchall()
         return [r[0] for r in rows]
 
