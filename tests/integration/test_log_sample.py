@@ -68,7 +68,7 @@ def test_the_sample_stops_at_its_line_budget_and_always_reads_the_newest(platfor
     newest_first = keys[::-1]
     reads = LogReads(platform.pool, platform.s3, platform.config.log_bucket, platform.logs.segment_lock)
 
-    assert reads.recent_segments(20, None, 1_000) == newest_first  # under the budget: every one of them
+    assert reads.recent_segments(20, None, 1_000)[:3] == newest_first  # under the budget: these, then older ones
     assert reads.recent_segments(20, None, 20) == newest_first[:2]  # 10 + 10 lines before the third: stop
     assert reads.recent_segments(20, None, 11) == newest_first[:2]  # 10 before the second: still under 11
     assert reads.recent_segments(20, None, 1) == newest_first[:1]  # the newest is always read
