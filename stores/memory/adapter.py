@@ -51,18 +51,14 @@ class MemoryReads:
             ).fetchone()
         return int(row[0]) if row else 0
 
-    def rows_naming(self, subject: str, erased_ids: Sequence[uuid.UUID], session_ids: Sequence[str]) -> int:
-        """How many rows anywhere (any user) are an erased row again, or name an erased row or session of the
-        subject in their provenance, their owner not under a legal hold (see ``held_rows_naming``)."""
+    def rows_naming(self, subject: str, erased_ids: Sequence[uuid.UUID], session_ids: Sequence[str]) -> tuple[int, int]:
+        """(rows anywhere, any user's, that are an erased row again or name an erased row or session of the
+        subject in their provenance, their owner not under a legal hold; of those rows, how many belong to
+        owners under a legal hold: kept on purpose, reported). One pass of probes for both."""
         hits = self._naming(subject, erased_ids, session_ids)
         with self._pool.connection() as conn:
-            return len(hits - held_among(conn, list(hits)))
-
-    def held_rows_naming(self, subject: str, erased_ids: Sequence[uuid.UUID], session_ids: Sequence[str]) -> int:
-        """Of those rows, how many belong to owners under a legal hold: kept on purpose, reported."""
-        hits = self._naming(subject, erased_ids, session_ids)
-        with self._pool.connection() as conn:
-            return len(held_among(conn, list(hits)))
+            held = held_among(conn, list(hits))
+        return len(hits - held), len(held)
 
     def _naming(self, subject: str, erased_ids: Sequence[uuid.UUID], session_ids: Sequence[str]) -> set[uuid.UUID]:
         """Rows anywhere (any user) that are an erased row again, or whose provenance names an erased row
@@ -164,11 +160,8 @@ class MemoryAdapter:
         before = bound.erased_at if bound else None
         erased_ids = self.reads.erased_memory_ids(sk)
         erased_sessions = self.reads.erased_session_ids(sk, record.erased_sessions)
-        counts = {
-            "rows_of_user": self.reads.own_memory_rows(sk, before),
-            "rows_naming_erased": self.reads.rows_naming(sk, erased_ids, erased_sessions),
-        }
-        held = self.reads.held_rows_naming(sk, erased_ids, erased_sessions)
+        naming, held = self.reads.rows_naming(sk, erased_ids, erased_sessions)
+        counts = {"rows_of_user": self.reads.own_memory_rows(sk, before), "rows_naming_erased": naming}
         reported = {"rows_kept_under_owners_hold": held} if held else {}
         if record.canaries is not None:
             counts["rows_matching_canaries"], held_canaries = self.reads.rows_with_digests(record.canaries, before)
