@@ -3,7 +3,7 @@
 Runs as a child of the erasure after the main pass (``phase="main"``) and after the second sweep
 (``phase="final"``). Each check reads the store itself, bypassing the write fence: one per store of the
 request's plan (``VerifyInput.checks``), then the fence. With ``VerifyInput.together`` (the saga since
-``fewer-actions-v1``) every check runs in one ``run_checks`` activity, one after another with a heartbeat
+``fewer-actions-v1``) every check runs in one ``run_checks`` activity, a few at once with a heartbeat
 after each, so a verification costs one activity attempt instead of one per check; otherwise (histories
 recorded before, and re-verifications filed by an older client) one ``run_check`` activity per check, side
 by side. Either way each check has its own queries and its own result, an error fails the attempt (no check
