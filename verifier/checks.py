@@ -64,11 +64,6 @@ def _resumed(details: object) -> dict[str, CheckResult]:
     return out
 
 
-def _carrying(sofar: list[dict[str, Any]]) -> Beat:
-    """A check's own heartbeats, carrying the results so far: a retry resumes from whichever beat was last."""
-    return lambda details: beat(**{**details, _DONE: sofar})
-
-
 @dataclass(frozen=True)
 class CheckContext:
     inp: CheckInput
@@ -133,6 +128,7 @@ class VerifierActivities(PlatformActivities):
 
         def one(name: str) -> tuple[str, CheckResult]:
             check = CheckInput(inp.request_id, inp.subject_key, inp.app_name, name, inp.phase)
+            # the check's own heartbeats carry the results so far: a retry resumes from whichever beat was last
             result = self._judge(request, check, lambda d: beat(**{**d, _DONE: so_far()}))
             return name, self._failed(check, result) if not result.passed else result
 
