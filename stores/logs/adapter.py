@@ -4,18 +4,18 @@ A line is the subject's by structure only: same app and a clear ``subject`` fiel
 (sealed lines) or a ``user_id`` hashing to it (plain lines shipped before sealing), or the subject key among
 the mention keys the shipper recorded; nothing is opened to erase or check. Erase rewrites only the indexed
 segments, one at a time (a purged segment leaves the index, so a retry sees only the rest), removes old
-versions, and keeps every other line byte for byte; others' malformed lines are counted (``malformed_lines``),
-never a failure. Remaining has its own reader (``stores.logs.reads``): the index rows, the lines in the
-segments the logs step recorded and in a sample of the most recent segments, and old segment versions.
-Segments shipped before mention keys existed ("legacy", ``stores.logs.archive``) hold mention-only lines
-without structure: the eraser removes those its index confirms and otherwise keeps the index row; the check
-counts any left (``legacy_mention_lines``) by the exact identity of a whole word.
+versions, and keeps every other line byte for byte; others' malformed lines are counted
+(``malformed_lines``), never a failure. Remaining has its own reader (``stores.logs.reads``): the
+index rows, the lines in the segments the logs step recorded and in a sample of the most recent segments,
+and old segment versions. Segments shipped before mention keys existed ("legacy", ``stores.logs.archive``) hold
+mention-only lines without structure: the eraser removes those its index confirms and otherwise keeps the
+index row; the check counts any left (``legacy_mention_lines``) by the exact identity of a whole word.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from stores.adapters.common import digest
 from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
-from stores.logs.archive import LogArchive, SegmentPurge, shared_archive
+from stores.logs.archive import shared_archive
 from stores.logs.reads import LogReads, SegmentScan, SubjectLineRule
 from stores.privacy.redaction import sensitive
 
@@ -70,16 +70,13 @@ class LogsAdapter:
             lambda r: replace(r, purged_segments=sorted(set(r.purged_segments or []) | set(segments))),
         )
         counts = {k: int(cursor.get(k, 0)) for k in ("segments", "lines", MALFORMED)}
-
-        def ended(purged: SegmentPurge) -> None:
-            counts["segments"] += 1
-            counts["lines"] += purged.removed
-            counts[MALFORMED] += purged.malformed  # others' bad lines: kept, reported, not a failure
-            left = len(segments) - (counts["segments"] - int(cursor.get("segments", 0)))
-            beat({**counts, "remaining": left})
-
         with sensitive(*([subject.user_id] if subject.user_id else [])):
-            _purge_each(archive, segments, subject, ended)
+            for n, key in enumerate(segments):  # purged segments leave the index: a retry sees only the rest
+                purged = archive.purge_subject(key, subject.app_name, subject.subject_key)
+                counts["segments"] += 1
+                counts["lines"] += purged.removed
+                counts[MALFORMED] += purged.malformed  # others' bad lines: kept, reported, not a failure
+                beat({**counts, "remaining": len(segments) - n - 1})
         return counts
 
     def remaining(self, subject: Subject, record: RequestRecord, bound: Bound | None, beat: Beat) -> Remaining:
@@ -124,15 +121,13 @@ class LogsAdapter:
     def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:
         """Lines naming the subject in the segments its index names (only segments whose window predates
         ``before``: later ones belong to a returning user)."""
-        totals = {"log_lines": 0, MALFORMED: 0}
-
-        def ended(purged: SegmentPurge) -> None:
-            totals["log_lines"] += purged.removed
-            totals[MALFORMED] += purged.malformed
-
+        removed = malformed = 0
         archive = self.logs
-        _purge_each(archive, archive.segments_of(subject.subject_key, window_before=before), subject, ended)
-        return Swept({"log_lines": totals["log_lines"]}, {MALFORMED: totals[MALFORMED]})
+        for key in archive.segments_of(subject.subject_key, window_before=before):
+            purged = archive.purge_subject(key, subject.app_name, subject.subject_key)
+            removed += purged.removed
+            malformed += purged.malformed
+        return Swept({"log_lines": removed}, {MALFORMED: malformed})
 
     def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
         from stores.privacy.identity import subject_key
@@ -149,15 +144,3 @@ class LogsAdapter:
             "log_lines": digest(sorted(lines)),
             "counts": {"log_segments": len(index), "log_lines": len(lines)},
         }
-
-
-def _purge_each(
-    archive: LogArchive, segments: Iterable[str], subject: Subject, ended: Callable[[SegmentPurge], None]
-) -> None:
-    """Each segment purged of the subject's lines, one at a time, ``ended`` called as each purge ends (it
-    keeps the counts and heartbeats them): a heartbeat never runs ahead of the purge it counts, nor behind
-    it, so a crash loses no count and a crash drill sees every segment's beat. (Three at once was tried:
-    the `large` user's logs step went from 1.6 to 0.6 s, but purges finished between the beats that count
-    them, and a worker killed then left those uncounted; the drill's "logs after 2 segments" was never seen.)"""
-    for key in segments:
-        ended(archive.purge_subject(key, subject.app_name, subject.subject_key))
