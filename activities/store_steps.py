@@ -2,8 +2,8 @@
 
 ``erase_store_unless_held`` runs one adapter's ``erase`` with the request's raw user id (looked up here,
 never passed through Temporal), resuming from the cursor in the last heartbeat of a previous attempt.
-``sweep_stores_unless_held`` is the second sweep: every adapter of the plan again, in plan order, for
-anything a late writer slipped past the fence. Both read the hold store right before their work, after
+``sweep_stores_unless_held`` is the second sweep: every adapter of the plan again, side by side in plan
+order, for anything a late writer slipped past the fence. Both read the hold store right before their work, after
 everything else they look up, and do nothing while a hold exists: the result says ``held`` and the saga
 waits for the release, then runs the step again.
 """
@@ -18,6 +18,7 @@ from temporalio import activity
 from activities.support import PlatformActivities, beat, count, heartbeat_details
 from stores.adapters.interface import Subject
 from stores.adapters.registry import AdapterRegistry
+from stores.adapters.side_by_side import side_by_side, within
 from stores.physical.evidence import mark_deleted
 from stores.platform import Platform
 from stores.privacy.redaction import sensitive
@@ -39,21 +40,27 @@ def erase_in(adapters: AdapterRegistry, subject: Subject, store: str) -> StepRes
 def sweep_all(
     adapters: AdapterRegistry, subject: Subject, stores: Sequence[str], deleted_in: set[str] | None = None
 ) -> tuple[dict[str, int], dict[str, int]]:
-    """The second sweep: each store's ``sweep_before`` with no date bound, in plan order; returns (found,
-    reported) counts. Count names are the adapters' own; a name two stores share is prefixed by the store.
-    ``deleted_in`` collects the stores where the sweep removed something."""
+    """The second sweep: each store's ``sweep_before`` with no date bound, side by side in plan order (each
+    store once the stores it runs after are swept: ``stores.adapters.side_by_side``); returns (found,
+    reported) counts, merged in plan order. Count names are the adapters' own; a name two stores share is
+    prefixed by the store. ``deleted_in`` collects the stores where the sweep removed something."""
     found: dict[str, int] = {}
     reported: dict[str, int] = {}
+    for name in stores:  # a store this worker does not have fails the sweep, as it fails an erase
+        adapters.get(name)
     with sensitive(*([subject.user_id] if subject.user_id else [])):
-        for name in stores:
-            swept = adapters.get(name).sweep_before(subject, None, None)
-            if deleted_in is not None and any(swept.found.values()):
-                deleted_in.add(name)
-            for key, n in swept.found.items():
-                found[f"{name}.{key}" if key in found else key] = n
-            for key, n in swept.reported.items():
-                reported[key] = reported.get(key, 0) + n
-            beat(phase=name, found=sum(swept.found.values()))
+        swept = side_by_side(
+            within(adapters.plan, stores),
+            lambda name: adapters.get(name).sweep_before(subject, None, None),
+            lambda name, one: beat(phase=name, found=sum(one.found.values())),
+        )
+    for name in [n for n in adapters.names if n in swept]:
+        if deleted_in is not None and any(swept[name].found.values()):
+            deleted_in.add(name)
+        for key, n in swept[name].found.items():
+            found[f"{name}.{key}" if key in found else key] = n
+        for key, n in swept[name].reported.items():
+            reported[key] = reported.get(key, 0) + n
     return found, reported
 
 

@@ -3,13 +3,16 @@
 A line is the subject's by structure only: same app and a clear ``subject`` field equal to the subject key
 (sealed lines) or a ``user_id`` hashing to it (plain lines shipped before sealing), or the subject key among
 the mention keys the shipper recorded; nothing is opened to erase or check. Erase rewrites only the indexed
-segments, one at a time (a purged segment leaves the index, so a retry sees only the rest), removes old
-versions, and keeps every other line byte for byte; others' malformed lines are counted
-(``malformed_lines``), never a failure. Remaining has its own reader (``stores.logs.reads``): the
-index rows, the lines in the segments the logs step recorded and in a sample of the most recent segments,
-and old segment versions. Segments shipped before mention keys existed ("legacy", ``stores.logs.archive``) hold
-mention-only lines without structure: the eraser removes those its index confirms and otherwise keeps the
-index row; the check counts any left (``legacy_mention_lines``) by the exact identity of a whole word.
+segments, a few at a time (``SEGMENT_PURGERS``, each under its own segment lock; a purged segment leaves
+the index, so a retry sees only the rest), removes old versions, and keeps every other line byte for byte;
+others' malformed lines are counted (``malformed_lines``), never a failure. The erase's counts are what the
+archive recorded for the request in the statement that dropped each index row (``log_purge_tally``), not
+what heartbeats carried: exact after a worker was killed between a purge and its heartbeat. Remaining has
+its own reader (``stores.logs.reads``): the index rows, the lines in the segments the logs step recorded
+and in a sample of the most recent segments, and old segment versions. Segments shipped before mention
+keys existed ("legacy", ``stores.logs.archive``) hold mention-only lines without structure: the eraser
+removes those its index confirms and otherwise keeps the index row; the check counts any left
+(``legacy_mention_lines``) by the exact identity of a whole word.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from stores.adapters.common import digest
 from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
+from stores.adapters.side_by_side import few_at_a_time
 from stores.logs.archive import shared_archive
 from stores.logs.reads import LogReads, SegmentScan, SubjectLineRule
 from stores.privacy.redaction import sensitive
@@ -36,6 +40,9 @@ if TYPE_CHECKING:
 RECENT_LOG_SAMPLE = 20
 RECENT_LOG_SAMPLE_LINES = 20_000
 LOG_READERS = 4  # segments read at once (each old-version listing briefly holds a pooled connection)
+#: segments one erasure purges at once: each holds a pooled connection (its segment lock) while it reads,
+#: rewrites and re-lists its object, so a few at once, not one per segment
+SEGMENT_PURGERS = 3
 MALFORMED = "malformed_lines"
 
 
@@ -69,15 +76,19 @@ class LogsAdapter:
             subject.request_id,
             lambda r: replace(r, purged_segments=sorted(set(r.purged_segments or []) | set(segments))),
         )
-        counts = {k: int(cursor.get(k, 0)) for k in ("segments", "lines", MALFORMED)}
+        done = int(cursor.get("segments", 0))  # progress only: the counts are the tally's
+
+        def purge(key: str) -> None:
+            archive.purge_subject(key, subject.app_name, subject.subject_key, tally=subject.request_id)
+
         with sensitive(*([subject.user_id] if subject.user_id else [])):
-            for n, key in enumerate(segments):  # purged segments leave the index: a retry sees only the rest
-                purged = archive.purge_subject(key, subject.app_name, subject.subject_key)
-                counts["segments"] += 1
-                counts["lines"] += purged.removed
-                counts[MALFORMED] += purged.malformed  # others' bad lines: kept, reported, not a failure
-                beat({**counts, "remaining": len(segments) - n - 1})
-        return counts
+            # purged segments leave the index: a retry sees only the rest; each purge is heartbeaten from this
+            # thread as it ends, and the next starts only then, so a kill can land between two purges
+            for n, _ in enumerate(few_at_a_time(purge, segments, SEGMENT_PURGERS)):
+                beat({"segments": done + n + 1, "remaining": len(segments) - n - 1})
+        tallied, lines, malformed = archive.tallied(subject.request_id)
+        # others' bad lines: kept, reported, not a failure
+        return {"segments": tallied, "lines": lines, MALFORMED: malformed}
 
     def remaining(self, subject: Subject, record: RequestRecord, bound: Bound | None, beat: Beat) -> Remaining:
         if record.purged_segments is None:

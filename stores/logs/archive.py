@@ -379,10 +379,14 @@ class LogArchive:
         ``user_id`` is not used for matching (identity is the subject key); kept for callers' symmetry."""
         return self.purge_subject(key, app_name, subject).removed
 
-    def purge_subject(self, key: str, app_name: str, subject: str) -> SegmentPurge:
-        """Remove every line naming the subject from one segment; everything else stays byte for byte."""
+    def purge_subject(self, key: str, app_name: str, subject: str, tally: str | None = None) -> SegmentPurge:
+        """Remove every line naming the subject from one segment; everything else stays byte for byte.
+
+        ``tally`` (an erasure's request id): what was removed is recorded for the request in the statement
+        that drops the index row (``log_purge_tally``, read by ``tallied``), so the erasure's counts hold
+        whichever attempt purged the segment."""
         with self._locked(key) as conn:
-            return self._purge_locked(conn, key, SubjectLines(self._secret, app_name, subject), subject)
+            return self._purge_locked(conn, key, SubjectLines(self._secret, app_name, subject), subject, tally)
 
     def purge_session(self, key: str, app_name: str, subject: str, ref: str) -> SegmentPurge:
         """Remove the subject's lines of one session (``ref``: its ``session_ref``) from one segment; the
@@ -393,7 +397,12 @@ class LogArchive:
             return self._purge_locked(conn, key, matcher, subject)
 
     def _purge_locked(
-        self, conn: Connection[tuple[Any, ...]], key: str, matcher: SubjectLines | SessionLines, subject: str
+        self,
+        conn: Connection[tuple[Any, ...]],
+        key: str,
+        matcher: SubjectLines | SessionLines,
+        subject: str,
+        tally: str | None = None,
     ) -> SegmentPurge:
         lines = split_lines(self.read_raw(key) or b"")
         verdicts = [matcher.raw(line) for line in lines]
@@ -418,17 +427,23 @@ class LogArchive:
         named = judged == UNIDENTIFIED or any(
             rule.raw(line) is Verdict.SUBJECT or (judged > 0 and rule.raw_legacy_mention(line)) for line in kept
         )
-        if removed or not named:  # one statement (atomic), on the connection holding the segment's lock
+        if removed or not named or tally:  # one statement (atomic), on the connection holding the segment's lock
             conn.execute(
                 "WITH unindexed AS (DELETE FROM log_subject_index WHERE %(drop)s AND subject_key = %(s)s "
                 "AND segment_key = %(k)s), recounted AS (UPDATE log_segments SET line_count = %(n)s "
-                "WHERE %(removed)s AND segment_key = %(k)s) SELECT 1",
+                "WHERE %(removed)s AND segment_key = %(k)s), tallied AS (INSERT INTO log_purge_tally "
+                "(request_id, segment_key, lines, malformed) SELECT %(r)s, %(k)s, %(lines)s, %(bad)s "
+                "WHERE %(r)s::text IS NOT NULL ON CONFLICT (request_id, segment_key) DO UPDATE SET "
+                "lines = log_purge_tally.lines + EXCLUDED.lines, malformed = EXCLUDED.malformed) SELECT 1",
                 {
                     "drop": not named,
                     "s": subject,
                     "k": key,
                     "n": sum(1 for ln in kept if ln.strip()),
                     "removed": bool(removed),
+                    "r": tally,
+                    "lines": removed,
+                    "bad": malformed,
                 },
             )
         return SegmentPurge(removed, malformed)
@@ -493,6 +508,17 @@ class LogArchive:
             for key in self.segments_of(subject)
             for line in split_lines(self.read_raw(key) or b"")
         )
+
+    def tallied(self, request_id: str) -> tuple[int, int, int]:
+        """What the erasure ``request_id`` purged with ``tally``: (segments, lines removed, others' malformed
+        lines seen), whichever attempt purged each segment."""
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT count(*), coalesce(sum(lines), 0), coalesce(sum(malformed), 0) FROM log_purge_tally "
+                "WHERE request_id = %s",
+                (request_id,),
+            ).fetchone()
+        return (int(row[0]), int(row[1]), int(row[2])) if row else (0, 0, 0)
 
     def purge_user(self, app_name: str, user_id: str, subject: str) -> tuple[int, int]:
         """Purge every indexed segment; returns (segments, lines removed)."""

@@ -12,6 +12,7 @@ among the line's recorded mention keys); others' malformed lines are counted, ne
 from __future__ import annotations
 
 from stores.adapters.interface import Subject
+from stores.adapters.side_by_side import side_by_side
 from stores.ledgers.tombstones import LedgerEntry
 from stores.platform import Platform
 
@@ -20,14 +21,18 @@ MALFORMED_LOG_LINES = "malformed_log_lines"
 
 
 def sweep_erased_subject(platform: Platform, entry: LedgerEntry) -> dict[str, int]:
-    """Every registered store's ``sweep_before`` the subject's erasure time, in plan order (sessions before
-    memory, keys last); counts per store, plus ``MALFORMED_LOG_LINES`` seen and kept."""
+    """Every registered store's ``sweep_before`` the subject's erasure time, side by side in plan order
+    (sessions before memory, keys last: ``stores.adapters.side_by_side``); counts per store, merged in plan
+    order, plus ``MALFORMED_LOG_LINES`` seen and kept."""
     subject = Subject(entry.request_id, entry.subject_key, entry.app_name, None)
+    registry = platform.adapters
+    swept = side_by_side(
+        registry.plan, lambda name: registry.get(name).sweep_before(subject, entry.erased_at, entry.keys_shredded_at)
+    )
     found: dict[str, int] = {}
     reported = 0
-    for adapter in platform.adapters.in_order():
-        swept = adapter.sweep_before(subject, entry.erased_at, entry.keys_shredded_at)
-        for key, n in swept.found.items():
-            found[f"{adapter.name}.{key}" if key in found else key] = n
-        reported += sum(swept.reported.values())
+    for name in registry.names:
+        for key, n in swept[name].found.items():
+            found[f"{name}.{key}" if key in found else key] = n
+        reported += sum(swept[name].reported.values())
     return {**found, MALFORMED_LOG_LINES: reported}

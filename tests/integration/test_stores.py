@@ -254,6 +254,38 @@ def test_fence_refuses_writes_and_searches_while_tombstoned(platform: Platform) 
     assert not platform.ledger.session_erased(subject_key(platform.config.subject_secret, app, other), copy.id)
 
 
+class _Killed(Exception):
+    """The worker killed: raised by the first heartbeat, which so never reaches the server."""
+
+
+def test_a_kill_between_a_purge_and_its_heartbeat_loses_no_count(platform: Platform) -> None:
+    """The logs step purges a few segments at once and heartbeats each as it ends. A worker killed after a
+    purge ended but before its heartbeat reached the server leaves the retry no cursor, and the purged
+    segments out of the index: on the code before, the retry counted only the segments left (an erasure's
+    receipt said fewer lines than it removed). The counts are the request's tally: exact."""
+    app = "logkill"
+    target, control = user_ids(2, 23, prefix="logkill")
+    seed(platform, app, [target, control], "typical", 23)
+    expected = user_snapshot(platform, app, target)["counts"]["log_lines"]  # the lines naming the target
+    control_before = user_snapshot(platform, app, control)
+    subject = open_request(platform, app, target)
+    adapter = platform.adapters.get("logs")
+    segments = len(platform.logs.segments_of(subject.subject_key))
+    assert segments >= 3
+    assert expected > 0
+
+    def killed(_details: dict[str, Any]) -> None:
+        raise _Killed()
+
+    with pytest.raises(_Killed):
+        adapter.erase(subject, {}, killed)
+    assert len(platform.logs.segments_of(subject.subject_key)) < segments  # purged, never heartbeaten
+    counts = adapter.erase(subject, {}, lambda _d: None)  # the retry: no cursor
+    assert (counts["segments"], counts["lines"]) == (segments, expected), counts
+    assert user_snapshot(platform, app, target)["counts"]["log_lines"] == 0
+    assert user_snapshot(platform, app, control) == control_before
+
+
 def test_concurrent_purges_of_a_shared_segment_lose_nothing(platform: Platform) -> None:
     """Four erasures rewriting the same log segments at once: each removes exactly its user's lines (own and
     mention-only), and the other users' lines stay byte for byte (no lost update, no over-deletion)."""
