@@ -31,7 +31,16 @@ class AwsEndpoints:
     ca_bundle: str = ""  # PEM file of CA certificates for HTTPS endpoints ('': the system's trust store)
 
 
-_RETRIES = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=3, read_timeout=30)
+#: connections kept per client: one per activity slot (16) and the verifier's readers at once, so a busy worker
+#: reuses its connections instead of discarding one after each request over botocore's default of 10
+#: ("Connection pool is full, discarding connection", seen under the benchmark's concurrent erasures)
+MAX_POOL_CONNECTIONS = 32
+_RETRIES = Config(
+    retries={"max_attempts": 3, "mode": "standard"},
+    connect_timeout=3,
+    read_timeout=30,
+    max_pool_connections=MAX_POOL_CONNECTIONS,
+)
 #: a readiness probe's client: one attempt, short timeouts (a service that accepts and never answers must not
 #: hold the probe for botocore's retries times its read timeout)
 SINGLE_ATTEMPT = Config(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=2, read_timeout=5)
