@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import base64
+import contextvars
 import uuid
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 from temporalio import activity
@@ -36,6 +38,7 @@ from workflows.contracts.erasure import (
     StepInput,
 )
 
+T = TypeVar("T")
 log = structlog.get_logger("activities.request")
 CANARY_COUNT = 5
 _COMMON = frozenset(
@@ -121,8 +124,23 @@ class RequestActivities(PlatformActivities):
         sessions = len(self.platform.sessions.session_ids(subject.app_name, user_id))
         if record.canaries is not None:  # a retry after success: keep what was captured first
             return BeginResult(now.isoformat(), sessions, len(record.canaries), plan)
-        with sensitive(user_id):
-            by_store = presence_by_store(self.platform, subject.app_name, user_id, subject.subject_key)
+        adapters = self.platform.adapters.in_order()
+        # the captures are independent reads: side by side, each in a copy of the activity's context (the
+        # user's text first, since the canaries and the text runs wait for it); nothing is written before
+        # the plan check below, so a refusal leaves only reads behind
+        with sensitive(user_id), ThreadPoolExecutor(4, thread_name_prefix="begin") as reads:
+
+            def read(fn: Callable[..., T], *args: Any) -> Future[T]:
+                return reads.submit(contextvars.copy_context().run, fn, *args)
+
+            seen_at = read(self._user_text, subject.subject_key, subject.app_name, user_id)  # once, for both
+            presence_at = read(presence_by_store, self.platform, subject.app_name, user_id, subject.subject_key)
+            captured_at = read(lambda: {a.name: a.capture(subject) for a in adapters if isinstance(a, StartCapture)})
+            sample_at = read(self.platform.memory.sample_sealed, subject.subject_key)
+            seen = seen_at.result()
+            canaries_at = read(self._canaries, subject.subject_key, subject.app_name, user_id, seen)
+            runs, copies = self._text_runs(subject.subject_key, seen)
+            by_store = presence_at.result()
             missing = unplanned_stores(by_store, record.stores) if record.stores is not None else []
             if missing:  # decided where the work is done: this worker's registry, not the filer's
                 requests.merge_record(inp.request_id, found_at_start=flattened(by_store))
@@ -132,12 +150,7 @@ class RequestActivities(PlatformActivities):
                     error_types.PLAN_INCOMPLETE,
                 )
             found = flattened(by_store)
-            seen = self._user_text(subject.subject_key, subject.app_name, user_id)  # read once, for both
-            canaries = self._canaries(subject.subject_key, subject.app_name, user_id, seen)
-            runs, copies = self._text_runs(subject.subject_key, seen)
-            adapters = self.platform.adapters.in_order()
-            captured = {a.name: a.capture(subject) for a in adapters if isinstance(a, StartCapture)}
-            sample = self.platform.memory.sample_sealed(subject.subject_key)
+            canaries, captured, sample = canaries_at.result(), captured_at.result(), sample_at.result()
         if not any(found.values()):
             log.warning("subject_not_found", subject_key=subject.subject_key, request_id=inp.request_id)
         requests.merge_record(

@@ -266,11 +266,17 @@ class Bench:
         for run in range(self.plan.runs):
             target = (await self.seed(seeder, f"target-{label}", 1, size))[0]
             twin = (await self.seed(seeder, f"twin-{label}", 1, size))[0]
+            # both sides start with autovacuum idle (``bench.quiet``): seeding a user sets it off on the tables
+            # it wrote, and the side measured first would otherwise pay for it (the saga, every run)
+            quiet = [await asyncio.to_thread(autovacuum_idle, self.platform)]
             erasure = await self.erase(target)
+            quiet.append(await asyncio.to_thread(autovacuum_idle, self.platform))
             direct, direct_calls = self.direct(twin)
+            self.figures.notes.setdefault(f"autovacuum_waits_{label}", []).append([round(q, 1) for q in quiet])
             say(
                 f"  [{label} run {run + 1}] saga {erasure.wall:.2f}s ({erasure.status}), direct {direct:.2f}s, "
-                f"verifier in saga {erasure.verifier_in_saga:.2f}s"
+                f"verifier in saga {erasure.verifier_in_saga:.2f}s; waited for autovacuum {quiet[0]:.0f}s and "
+                f"{quiet[1]:.0f}s before them"
             )
             self.figures.add(f"saga_seconds_{label}", erasure.wall)
             self.figures.add(f"direct_seconds_{label}", direct)
