@@ -91,10 +91,10 @@ class IgnoresProvenance(MemoryEraser):
 
 
 class SkipsFirstSegment(LogArchive):
-    def purge_subject(self, key: str, app_name: str, subject: str) -> SegmentPurge:
+    def purge_subject(self, key: str, app_name: str, subject: str, tally: str | None = None) -> SegmentPurge:
         if key == min(self.segments_of(subject), default=None):
             return SegmentPurge()
-        return super().purge_subject(key, app_name, subject)
+        return super().purge_subject(key, app_name, subject, tally)
 
 
 class LeavesWrappedKey(DataKeyStore):
