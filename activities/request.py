@@ -126,20 +126,18 @@ class RequestActivities(PlatformActivities):
             return BeginResult(now.isoformat(), sessions, len(record.canaries), plan)
         adapters = self.platform.adapters.in_order()
         # the captures are independent reads: side by side, each in a copy of the activity's context (the
-        # user's text first, since the canaries and the text runs wait for it); nothing is written before
-        # the plan check below, so a refusal leaves only reads behind
+        # canaries and the text runs wait for the user's text); the plan check is judged first, on the
+        # stores' presence alone, so a refusal says why whatever the other reads meet, and nothing is written
+        # before it
         with sensitive(user_id), ThreadPoolExecutor(4, thread_name_prefix="begin") as reads:
 
             def read(fn: Callable[..., T], *args: Any) -> Future[T]:
                 return reads.submit(contextvars.copy_context().run, fn, *args)
 
-            seen_at = read(self._user_text, subject.subject_key, subject.app_name, user_id)  # once, for both
             presence_at = read(presence_by_store, self.platform, subject.app_name, user_id, subject.subject_key)
+            seen_at = read(self._user_text, subject.subject_key, subject.app_name, user_id)  # once, for both
             captured_at = read(lambda: {a.name: a.capture(subject) for a in adapters if isinstance(a, StartCapture)})
             sample_at = read(self.platform.memory.sample_sealed, subject.subject_key)
-            seen = seen_at.result()
-            canaries_at = read(self._canaries, subject.subject_key, subject.app_name, user_id, seen)
-            runs, copies = self._text_runs(subject.subject_key, seen)
             by_store = presence_at.result()
             missing = unplanned_stores(by_store, record.stores) if record.stores is not None else []
             if missing:  # decided where the work is done: this worker's registry, not the filer's
@@ -150,6 +148,9 @@ class RequestActivities(PlatformActivities):
                     error_types.PLAN_INCOMPLETE,
                 )
             found = flattened(by_store)
+            seen = seen_at.result()
+            canaries_at = read(self._canaries, subject.subject_key, subject.app_name, user_id, seen)
+            runs, copies = self._text_runs(subject.subject_key, seen)
             canaries, captured, sample = canaries_at.result(), captured_at.result(), sample_at.result()
         if not any(found.values()):
             log.warning("subject_not_found", subject_key=subject.subject_key, request_id=inp.request_id)
