@@ -31,7 +31,15 @@ from workers.codec import data_converter
 from workers.local_secrets import load_secrets
 from workers.settings import Settings
 from workers.stack import launcher
-from workers.stack.parts import CachePart, KmsPart, PostgresPart, S3Part, find_binary, root_postgres_base
+from workers.stack.parts import (
+    DEV_SERVER_SQLITE,
+    CachePart,
+    KmsPart,
+    PostgresPart,
+    S3Part,
+    find_binary,
+    root_postgres_base,
+)
 from workers.wiring import build_platform
 from workers.worker import build_worker
 from workflows.contracts.search_attributes import ALL as SEARCH_ATTRIBUTES
@@ -87,6 +95,7 @@ async def temporal_env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterato
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=find_binary("temporal"),
         dev_server_database_filename=str(db),
+        dev_server_extra_args=DEV_SERVER_SQLITE,
         search_attributes=SEARCH_ATTRIBUTES,
     )
     try:
