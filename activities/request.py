@@ -264,6 +264,7 @@ class RequestActivities(PlatformActivities):
             canaries_destroyed=True,
             text_runs=None,
         )
+        self.platform.logs.forget_tally(inp.request_id)
         if requests.forget_user_id(inp.request_id) or inp.status == "failed":
             count("erasure_requests_finished", "erasure requests by final status", status=inp.status)
 

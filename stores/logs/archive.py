@@ -520,6 +520,12 @@ class LogArchive:
             ).fetchone()
         return (int(row[0]), int(row[1]), int(row[2])) if row else (0, 0, 0)
 
+    def forget_tally(self, request_id: str) -> int:
+        """Drop the request's tally once it has finished (its counts are in its receipt); returns the rows."""
+        with self._pool.connection() as conn:
+            cursor = conn.execute("DELETE FROM log_purge_tally WHERE request_id = %s", (request_id,))
+        return cursor.rowcount
+
     def purge_user(self, app_name: str, user_id: str, subject: str) -> tuple[int, int]:
         """Purge every indexed segment; returns (segments, lines removed)."""
         keys = self.segments_of(subject)
