@@ -45,6 +45,7 @@ ACTIONS = (
     "token_created",
     "token_revoked",
     "forget_previewed",  # item forgetting (issue 16): a staff member saw what a description resolves to
+    "preview_burst",  # one subject previewed more often than the alert threshold in an hour (issue 40)
     "forget_filed",
     "forget_approved",  # a second person approved a staff-filed forget that deletes (issue 27)
     "forget_denied",
