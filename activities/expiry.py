@@ -19,7 +19,7 @@ from temporalio import activity
 
 from activities.support import PlatformActivities, beat, count, keep_sensitive
 from stores.forgetting.requests import FINAL, ForgetPayload
-from stores.infra.errors import InvalidIdentifier, RequestNotFound
+from stores.infra.errors import CiphertextInvalid, DataKeyShredded, InvalidIdentifier, RequestNotFound
 from stores.lifecycle.retention_expiry import MAX_GENERATIONS, ExpiredItem, expiry_request_id, grouped, still_expired
 from stores.privacy.identity import subject_of_stored
 from workflows.contracts.expiry import (
@@ -119,8 +119,8 @@ class ExpiryActivities(PlatformActivities):
         for item in items[:MAX_PROBES]:
             try:
                 texts.append(self.platform.memory_store.decrypt_row(uuid.UUID(item.id), item.sealed))
-            except Exception:  # noqa: S112 - a row whose key is gone holds nothing readable to probe for
-                continue
+            except (DataKeyShredded, CiphertextInvalid):  # unreadable for good: nothing to probe for
+                continue  # (a KMS or database error is raised: the filing is retried, never sealed without probes)
         keep_sensitive(*texts)
         return texts
 

@@ -24,6 +24,7 @@ from typing import Any
 from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
+from stores.infra.errors import CiphertextInvalid, DataKeyShredded
 from stores.ledgers.forget_tombstones import ForgetLedger
 from stores.ledgers.owner_holds import partition_by_hold
 from stores.privacy.identity import session_ref
@@ -128,8 +129,8 @@ def session_texts(
             continue
         try:
             texts.append(open_row(row_id, bytes(sealed)))
-        except Exception:  # noqa: S112 - a row whose key is gone holds nothing to refuse again
-            continue
+        except (DataKeyShredded, CiphertextInvalid):  # unreadable for good: nothing of it to refuse again
+            continue  # (a KMS or database error is raised: the tombstone never refuses less than the session held)
     return texts
 
 

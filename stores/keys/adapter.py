@@ -27,6 +27,17 @@ if TYPE_CHECKING:
     from stores.books.request_record import RequestRecord
 
 GONE_STATES = frozenset({"PendingDeletion", "PendingReplicaDeletion"})
+#: KMS ``Decrypt`` errors that say the wrapped key can no longer be unwrapped (its KMS key gone, disabled or
+#: pending deletion, or the blob not one it wrapped); any other error is KMS failing to answer, never "unreadable"
+UNWRAPPABLE = frozenset(
+    {
+        "NotFoundException",
+        "DisabledException",
+        "KMSInvalidStateException",
+        "InvalidCiphertextException",
+        "IncorrectKeyException",
+    }
+)
 
 
 class KeyReads:
@@ -81,8 +92,13 @@ class KeyReads:
             return False
         try:
             plain = self._kms.decrypt(CiphertextBlob=bytes(row[0]), KeyId=row[1])["Plaintext"]
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") in UNWRAPPABLE:
+                return False
+            raise  # KMS could not answer (internal error, throttled, denied): the check fails with the cause
+        try:
             open_sealed(DataKey(key_id, plain), blob, uuid.UUID(memory_id).bytes)
-        except (ClientError, CiphertextInvalid):
+        except CiphertextInvalid:
             return False
         return True
 
