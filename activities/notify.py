@@ -30,7 +30,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.support import keep_sensitive
-from stores.infra.outbound import CALLBACK_HEADERS, OutboundRefused, check_destination
+from stores.infra.outbound import CALLBACK_HEADERS, Destination, OutboundRefused, check_destination, post_callback
 from stores.platform import Platform
 from workflows.contracts.erasure import Activities, StateEvent, SubjectNotice
 
@@ -99,22 +99,21 @@ class NotifyActivities:
                 continue
             url = key.split("#", 1)[0]
             host = urlsplit(url).netloc
+            destination: Destination | None = None
             if url not in config.webhook_urls:  # a forwarded request's callback: checked again right before
                 try:
-                    check_destination(url, config.callback_allowlist)
+                    destination = check_destination(url, config.callback_allowlist)
                 except OutboundRefused as exc:
                     log.warning("callback_refused", request_id=event.request_id, reason=str(exc))
                     told.append(key)  # never sent, never retried: counted as dealt with
                     continue
                 headers = {k: v for k, v in headers.items() if k.lower() in CALLBACK_HEADERS}
+            headers = {"Content-Type": "application/json", **headers}
             try:
-                reply = httpx.post(
-                    url,
-                    content=content,
-                    headers={"Content-Type": "application/json", **headers},
-                    timeout=10.0,
-                    follow_redirects=False,
-                )
+                if destination is not None:  # to the address just checked, not the name resolved again
+                    reply = post_callback(destination, content, headers, timeout=10.0)
+                else:
+                    reply = httpx.post(url, content=content, headers=headers, timeout=10.0, follow_redirects=False)
             except httpx.HTTPError as exc:
                 raise ApplicationError(f"webhook {host} not reached ({type(exc).__name__})") from None
             if not 200 <= reply.status_code < 300:

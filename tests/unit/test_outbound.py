@@ -55,7 +55,7 @@ def test_nothing_is_allowed_without_an_allowlist() -> None:
 def test_a_name_resolving_to_a_private_address_is_refused_unless_the_address_is_named() -> None:
     check_destination("http://127.0.0.1:8099/x", ALLOW)  # the entry names the address itself
     with pytest.raises(OutboundRefused, match="non-public"):
-        check_destination("http://localhost:8099/x", parse_allowlist("http://localhost"))
+        check_destination("http://localhost:8099/x", parse_allowlist("http://localhost:8099"))
 
 
 def test_a_bad_allowlist_entry_is_a_clear_error() -> None:
