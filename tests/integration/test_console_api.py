@@ -562,6 +562,10 @@ async def test_a_forwarded_ketch_delete_request_is_filed_told_back_and_deduplica
     await api.saga.seed(APP, [target])
     receiver = Receiver()
     receiver.refused = 1  # accept every delivery
+    platform = api.saga.platform
+    original = platform.config
+    # the entry names the receiver's port: one naming none allows only the scheme's default (issue 40)
+    platform.config = dataclasses.replace(original, callback_allowlist=(f"http://127.0.0.1:{receiver.port}",))
     try:
         admin = api.bearer("ada@ops.example", "admin")
         made = await api.http.post("/api/tokens", json={"name": "ketch", "roles": ["requester"]}, headers=admin)
@@ -588,12 +592,16 @@ async def test_a_forwarded_ketch_delete_request_is_filed_told_back_and_deduplica
             },
         }
         # issue 27 (SSRF): callbacks only where ERASURE_CALLBACK_ALLOWED_URLS allows, with a fixed header set;
-        # a refused one files nothing (the tests allow http://127.0.0.1 only)
+        # a refused one files nothing (allowed here: http://127.0.0.1 at the receiver's port only); issue 40:
+        # no dot segment or encoded path, no other port
         requests_before = len(api.saga.platform.requests.list_requests(limit=10000))
         for callbacks in (
             [{"url": f"http://localhost:{receiver.port}/hook", "headers": {}}],  # a name, not the address
             [{"url": "http://169.254.169.254/latest/meta-data/", "headers": {}}],
             [{"url": f"http://127.0.0.1:{receiver.port}/hook", "headers": {"Metadata-Flavor": "Google"}}],
+            [{"url": f"http://127.0.0.1:{receiver.port}/hook/../admin/delete-all", "headers": {}}],
+            [{"url": f"http://127.0.0.1:{receiver.port}/hook/%2e%2e/admin", "headers": {}}],
+            [{"url": f"http://127.0.0.1:{receiver.port + 1}/hook", "headers": {}}],
         ):
             sneaky = {**forwarded, "request": {**forwarded["request"], "callbacks": callbacks}}
             refused_cb = await api.http.post("/api/intake/ketch", json=sneaky, headers=ketch)
@@ -629,6 +637,7 @@ async def test_a_forwarded_ketch_delete_request_is_filed_told_back_and_deduplica
         assert approved.status_code == 200
         assert (await api.saga.result(request_id)).status == "completed"
     finally:
+        platform.config = original
         receiver.stop()
     events = [json.loads(body) for _headers, body in receiver.received]
     uid = forwarded["metadata"]["uid"]
