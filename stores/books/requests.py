@@ -27,6 +27,7 @@ from stores.books.request_filing import Filing
 from stores.books.request_record import LateSweepNote, RequestRecord
 from stores.infra.errors import CiphertextInvalid, RequestNotFound
 from stores.infra.in_transaction import Also
+from stores.ledgers.owner_holds import lock_for_hold
 from stores.privacy.identity import derived_key
 
 ACTIVE_STATES = ("received", "pending_approval", "approved", "running", "on_hold")
@@ -336,6 +337,8 @@ class RequestStore:
         """Place a hold (``False`` when one is in force already); ``also`` runs in the same transaction."""
         reason_sealed, actor_sealed = self.seal_text(subject_key, reason), self.seal_text(subject_key, actor)
         with self._pool.connection() as conn, conn.transaction():
+            # waits for changes of the owner's data under way; a change starting now waits and sees the hold
+            lock_for_hold(conn, subject_key)
             cur = conn.execute(
                 "INSERT INTO legal_holds (subject_key, app_name, reason, placed_by) VALUES (%s, %s, %s, %s) "
                 "ON CONFLICT (subject_key) DO NOTHING",

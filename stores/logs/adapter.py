@@ -47,6 +47,9 @@ LOG_READERS = 8
 #: rewrites and re-lists its object, so a few at once, not one per segment
 SEGMENT_PURGERS = 3
 MALFORMED = "malformed_lines"
+#: lines naming the subject whose writer is under a legal hold: kept byte for byte, reported
+HELD = "lines_held"
+HELD_LEFT = "lines_kept_under_owners_hold"
 
 
 class LogsAdapter:
@@ -89,9 +92,10 @@ class LogsAdapter:
             # thread as it ends, and the next starts only then, so a kill can land between two purges
             for n, _ in enumerate(few_at_a_time(purge, segments, SEGMENT_PURGERS)):
                 beat({"segments": done + n + 1, "remaining": len(segments) - n - 1})
-        tallied, lines, malformed = archive.tallied(subject.request_id)
-        # others' bad lines: kept, reported, not a failure
-        return {"segments": tallied, "lines": lines, MALFORMED: malformed}
+        tally = archive.tallied(subject.request_id)
+        # others' bad lines: kept, reported, not a failure; lines of writers under a hold: kept, reported
+        held = {HELD: tally.held} if tally.held else {}
+        return {"segments": tally.segments, "lines": tally.lines, MALFORMED: tally.malformed, **held}
 
     def remaining(self, subject: Subject, record: RequestRecord, bound: Bound | None, beat: Beat) -> Remaining:
         if record.purged_segments is None:
@@ -111,37 +115,53 @@ class LogsAdapter:
                 return SegmentScan(), 0
             return rule.scan(body, legacy=key in legacy), reads.old_versions(key) if key in named else 0
 
-        named_lines = sample_lines = old_versions = malformed = legacy_mentions = 0
         with ThreadPoolExecutor(LOG_READERS, thread_name_prefix="verify-logs") as readers:
-            for n, (scan, old) in enumerate(readers.map(inspect, named + sample)):
-                if n < len(named):
-                    named_lines += scan.subject_lines
-                else:
-                    sample_lines += scan.subject_lines
-                old_versions += old
-                malformed += scan.malformed_lines
-                legacy_mentions += scan.legacy_mention_lines
+            scans: list[tuple[str, SegmentScan, int]] = []
+            for n, (key, (scan, old)) in enumerate(
+                zip(named + sample, readers.map(inspect, named + sample), strict=True)
+            ):
+                scans.append((key, scan, old))
                 beat({"segments_checked": n + 1})
+        # lines the eraser kept because their writer is under a legal hold: reported, not left over
+        held = reads.held_writers({w for _k, scan, _o in scans for w in scan.writers})
+        named_lines = sample_lines = old_versions = malformed = legacy_mentions = held_lines = 0
+        held_only: list[str] = []  # segments whose only lines naming the subject are held ones
+        for n, (key, scan, old) in enumerate(scans):
+            kept = scan.held_lines(held)
+            held_lines += kept
+            if kept and kept == scan.subject_lines:
+                held_only.append(key)
+            if n < len(named):
+                named_lines += scan.subject_lines - kept
+            else:
+                sample_lines += scan.subject_lines - kept
+            old_versions += old
+            malformed += scan.malformed_lines
+            legacy_mentions += scan.legacy_mention_lines
         counts = {
-            "index_entries": reads.index_entries(subject.subject_key, before),
+            "index_entries": reads.index_entries(subject.subject_key, before, besides=held_only),
             "lines_in_named_segments": named_lines,
             "old_segment_versions": old_versions,
             "lines_in_recent_sample": sample_lines,
             "legacy_mention_lines": legacy_mentions,
         }
-        note = f"{malformed} malformed lines of others kept as they were" if malformed else ""
-        return Remaining(counts, reported={MALFORMED: malformed}, note=note)
+        notes = [f"{malformed} malformed lines of others kept as they were"] if malformed else []
+        if held_lines:
+            notes.append(f"{held_lines} lines kept under their writers' legal holds")
+        reported = {MALFORMED: malformed, **({HELD_LEFT: held_lines} if held_lines else {})}
+        return Remaining(counts, reported=reported, note="; ".join(notes))
 
     def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:
         """Lines naming the subject in the segments its index names (only segments whose window predates
         ``before``: later ones belong to a returning user)."""
-        removed = malformed = 0
+        removed = malformed = held = 0
         archive = self.logs
         for key in archive.segments_of(subject.subject_key, window_before=before):
             purged = archive.purge_subject(key, subject.app_name, subject.subject_key)
             removed += purged.removed
             malformed += purged.malformed
-        return Swept({"log_lines": removed}, {MALFORMED: malformed})
+            held += purged.held
+        return Swept({"log_lines": removed}, {MALFORMED: malformed, **({"log_lines_held": held} if held else {})})
 
     def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
         from stores.privacy.identity import subject_key

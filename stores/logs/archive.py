@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from psycopg_pool import ConnectionPool
 
 from stores.infra.s3_batch import delete_versions
+from stores.ledgers.owner_holds import held_subjects
 from stores.logs.sealing import SEALED, SUBJECT, UNREADABLE, LineSealer, SealingUnavailable, is_subject_key
 from stores.privacy.identity import hash_or_none, session_ref
 
@@ -199,6 +200,22 @@ class SubjectLines:
         except (UnicodeDecodeError, ValueError, RecursionError):
             return Verdict.MALFORMED
 
+    def owner(self, line: bytes) -> str | None:
+        """The subject key of the user who wrote the line (its clear ``subject``, or its ``user_id`` hashed
+        within the line's app), ``None`` when it names no writer: whose hold decides whether it may change."""
+        try:
+            record = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            return None
+        if not isinstance(record, dict):
+            return None
+        owner, app, user = record.get(SUBJECT), record.get("app"), record.get("user_id")
+        if is_subject_key(owner):
+            return str(owner)
+        if isinstance(app, str) and isinstance(user, str):
+            return hash_or_none(self._secret, app, user)
+        return None
+
     def legacy_mention(self, record: object) -> bool:
         """Whether a line with no structure at all (no ``subject``, ``mentions`` or sealed part: how the
         shipper wrote every line before mention keys) of the subject's app carries the subject's identity as
@@ -230,6 +247,17 @@ class SubjectLines:
 class SegmentPurge:
     removed: int = 0  # lines naming the subject, removed
     malformed: int = 0  # others' malformed lines, kept byte for byte
+    held: int = 0  # lines naming the subject kept byte for byte: their writer is under a legal hold
+
+
+@dataclass(frozen=True)
+class PurgeTally:
+    """What one erasure's purges did, summed over its segments (``LogArchive.tallied``)."""
+
+    segments: int = 0
+    lines: int = 0  # lines naming the subject, removed
+    malformed: int = 0  # others' malformed lines seen and kept
+    held: int = 0  # lines naming the subject kept: their writer is under a legal hold
 
 
 @dataclass(frozen=True)
@@ -410,43 +438,55 @@ class LogArchive:
         judged, legacy = self._legacy_judgement(conn, key, subject, rule, lines)
         mentions_go = judged > 0 and isinstance(matcher, SubjectLines)  # legacy lines belong to no session
         doomed = [v is Verdict.SUBJECT or (mentions_go and legacy[n]) for n, v in enumerate(verdicts)]
-        kept = [line for line, gone in zip(lines, doomed, strict=True) if not gone]
-        removed = len(lines) - len(kept)
-        malformed = sum(1 for v, gone in zip(verdicts, doomed, strict=True) if v is Verdict.MALFORMED and not gone)
-        current_version: str | None = None
-        if removed:
-            put = self._s3.put_object(
-                Bucket=self._bucket, Key=key, Body=b"".join(kept), ContentType="application/x-ndjson"
+        with conn.transaction():  # the writers' hold locks are held until the index statement commits
+            # the gate: a line goes only when its writer is not under a legal hold (the subject included: a hold
+            # placed between two segments stops the purge at the next), read under the segment's lock in the
+            # transaction that records the purge (``stores.ledgers.owner_holds``)
+            writers = {n: rule.owner(line) for n, line in enumerate(lines) if doomed[n]}
+            held_writers = held_subjects(conn, {w for w in writers.values() if w})
+            spared = [n for n, writer in writers.items() if writer in held_writers]
+            for n in spared:
+                doomed[n] = False
+            kept = [line for line, gone in zip(lines, doomed, strict=True) if not gone]
+            removed = len(lines) - len(kept)
+            malformed = sum(1 for v, gone in zip(verdicts, doomed, strict=True) if v is Verdict.MALFORMED and not gone)
+            current_version: str | None = None
+            if removed:
+                put = self._s3.put_object(
+                    Bucket=self._bucket, Key=key, Body=b"".join(kept), ContentType="application/x-ndjson"
+                )
+                current_version = put.get("VersionId")
+            self._drop_old_versions(key, current_version)
+            # the index row goes last, once the current object holds no line naming the subject (``kept`` is
+            # exactly that object: in a legacy segment, none of the mention-only lines its index counts either)
+            # and no older version of it is left: a crash before this point leaves the row, and the retry finds
+            # the segment through it
+            named = judged == UNIDENTIFIED or any(
+                rule.raw(line) is Verdict.SUBJECT or (judged > 0 and rule.raw_legacy_mention(line)) for line in kept
             )
-            current_version = put.get("VersionId")
-        self._drop_old_versions(key, current_version)
-        # the index row goes last, once the current object holds no line naming the subject (``kept`` is
-        # exactly that object: in a legacy segment, none of the mention-only lines its index counts either)
-        # and no older version of it is left: a crash before this point leaves the row, and the retry finds
-        # the segment through it
-        named = judged == UNIDENTIFIED or any(
-            rule.raw(line) is Verdict.SUBJECT or (judged > 0 and rule.raw_legacy_mention(line)) for line in kept
-        )
-        if removed or not named or tally:  # one statement (atomic), on the connection holding the segment's lock
-            conn.execute(
-                "WITH unindexed AS (DELETE FROM log_subject_index WHERE %(drop)s AND subject_key = %(s)s "
-                "AND segment_key = %(k)s), recounted AS (UPDATE log_segments SET line_count = %(n)s "
-                "WHERE %(removed)s AND segment_key = %(k)s), tallied AS (INSERT INTO log_purge_tally "
-                "(request_id, segment_key, lines, malformed) SELECT %(r)s, %(k)s, %(lines)s, %(bad)s "
-                "WHERE %(r)s::text IS NOT NULL ON CONFLICT (request_id, segment_key) DO UPDATE SET "
-                "lines = log_purge_tally.lines + EXCLUDED.lines, malformed = EXCLUDED.malformed) SELECT 1",
-                {
-                    "drop": not named,
-                    "s": subject,
-                    "k": key,
-                    "n": sum(1 for ln in kept if ln.strip()),
-                    "removed": bool(removed),
-                    "r": tally,
-                    "lines": removed,
-                    "bad": malformed,
-                },
-            )
-        return SegmentPurge(removed, malformed)
+            if removed or not named or tally:  # one statement (atomic), on the connection holding the segment's lock
+                conn.execute(
+                    "WITH unindexed AS (DELETE FROM log_subject_index WHERE %(drop)s AND subject_key = %(s)s "
+                    "AND segment_key = %(k)s), recounted AS (UPDATE log_segments SET line_count = %(n)s "
+                    "WHERE %(removed)s AND segment_key = %(k)s), tallied AS (INSERT INTO log_purge_tally "
+                    "(request_id, segment_key, lines, malformed, held) "
+                    "SELECT %(r)s, %(k)s, %(lines)s, %(bad)s, %(held)s "
+                    "WHERE %(r)s::text IS NOT NULL ON CONFLICT (request_id, segment_key) DO UPDATE SET "
+                    "lines = log_purge_tally.lines + EXCLUDED.lines, malformed = EXCLUDED.malformed, "
+                    "held = EXCLUDED.held) SELECT 1",
+                    {
+                        "drop": not named,
+                        "s": subject,
+                        "k": key,
+                        "n": sum(1 for ln in kept if ln.strip()),
+                        "removed": bool(removed),
+                        "r": tally,
+                        "lines": removed,
+                        "bad": malformed,
+                        "held": len(spared),
+                    },
+                )
+        return SegmentPurge(removed, malformed, len(spared))
 
     def _legacy_judgement(
         self,
@@ -509,16 +549,15 @@ class LogArchive:
             for line in split_lines(self.read_raw(key) or b"")
         )
 
-    def tallied(self, request_id: str) -> tuple[int, int, int]:
-        """What the erasure ``request_id`` purged with ``tally``: (segments, lines removed, others' malformed
-        lines seen), whichever attempt purged each segment."""
+    def tallied(self, request_id: str) -> PurgeTally:
+        """What the erasure ``request_id`` purged with ``tally``, whichever attempt purged each segment."""
         with self._pool.connection() as conn:
             row = conn.execute(
-                "SELECT count(*), coalesce(sum(lines), 0), coalesce(sum(malformed), 0) FROM log_purge_tally "
-                "WHERE request_id = %s",
+                "SELECT count(*), coalesce(sum(lines), 0), coalesce(sum(malformed), 0), coalesce(sum(held), 0) "
+                "FROM log_purge_tally WHERE request_id = %s",
                 (request_id,),
             ).fetchone()
-        return (int(row[0]), int(row[1]), int(row[2])) if row else (0, 0, 0)
+        return PurgeTally(*(int(v) for v in row)) if row else PurgeTally()
 
     def forget_tally(self, request_id: str) -> int:
         """Drop the request's tally once it has finished (its counts are in its receipt); returns the rows."""

@@ -20,15 +20,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from psycopg_pool import ConnectionPool
 
 from stores.infra.errors import InvalidIdentifier
+from stores.ledgers.owner_holds import held_of
 from stores.privacy.identity import subject_key
 
 if TYPE_CHECKING:
@@ -44,6 +45,12 @@ class SegmentScan:
     subject_lines: int = 0
     malformed_lines: int = 0
     legacy_mention_lines: int = 0  # structureless lines naming the subject as a whole word (legacy segments)
+    #: the writers of the lines naming the subject (their subject keys, ``""`` for no writer): a line whose
+    #: writer is under a legal hold was kept by the eraser on purpose (``stores.ledgers.owner_holds``)
+    writers: dict[str, int] = field(default_factory=dict)
+
+    def held_lines(self, held: set[str]) -> int:
+        return sum(n for writer, n in self.writers.items() if writer in held)
 
 
 class SubjectLineRule:
@@ -65,6 +72,7 @@ class SubjectLineRule:
         """Lines naming the subject by structure, malformed lines and, in a legacy segment, structureless
         lines naming the subject as a whole word of their text."""
         found = malformed = mentions = 0
+        writers: dict[str, int] = {}
         for raw in body.split(b"\n"):
             if not raw.strip():
                 continue
@@ -78,9 +86,21 @@ class SubjectLineRule:
                 continue
             mine, odd = self._judge(value)
             found += mine
+            if mine:
+                writer = self._writer(value)
+                writers[writer] = writers.get(writer, 0) + 1
             malformed += odd and not mine
             mentions += legacy and not mine and self._names_in_text(value)
-        return SegmentScan(found, malformed, mentions)
+        return SegmentScan(found, malformed, mentions, writers)
+
+    def _writer(self, line: dict[str, object]) -> str:
+        """The subject key of the line's writer: its clear ``subject``, or its ``user_id`` hashed; ``""``."""
+        owner, app, user = line.get("subject"), line.get("app"), line.get("user_id")
+        if isinstance(owner, str) and _SUBJECT_KEY.fullmatch(owner):
+            return owner
+        if app == self.app_name and isinstance(user, str):
+            return self._hash(user) or ""
+        return ""
 
     def _names_in_text(self, line: dict[str, object]) -> bool:
         if line.get("app") != self.app_name or any(field in line for field in _STRUCTURE):
@@ -128,14 +148,22 @@ class LogReads:
         self._bucket = bucket
         self._lock = segment_lock
 
-    def index_entries(self, subject: str, window_before: datetime | None) -> int:
+    def index_entries(self, subject: str, window_before: datetime | None, besides: Sequence[str] = ()) -> int:
+        """The subject's index rows (windows before ``window_before``), those of the segments ``besides`` left
+        out (segments whose only lines naming the subject are kept under their writers' holds)."""
         with self._pool.connection() as conn:
             row = conn.execute(
                 "SELECT count(*) FROM log_subject_index i JOIN log_segments s ON s.segment_key = i.segment_key "
-                "WHERE i.subject_key = %s AND (%s::timestamptz IS NULL OR s.window_start < %s)",
-                (subject, window_before, window_before),
+                "WHERE i.subject_key = %s AND (%s::timestamptz IS NULL OR s.window_start < %s) "
+                "AND NOT i.segment_key = ANY(%s)",
+                (subject, window_before, window_before, list(besides)),
             ).fetchone()
         return int(row[0]) if row else 0
+
+    def held_writers(self, writers: Iterable[str]) -> set[str]:
+        """Those of ``writers`` (subject keys) under a legal hold now."""
+        with self._pool.connection() as conn:
+            return held_of(conn, [w for w in writers if w])
 
     def recent_segments(self, limit: int, window_before: datetime | None, line_budget: int) -> list[str]:
         """The ``limit`` newest segments (windows before ``window_before``), newest first, as long as the lines

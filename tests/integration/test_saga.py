@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench.actions import count_actions
+from stores.logs.archive import PurgeTally
 from stores.operations.fingerprint import snapshot
 from stores.privacy.identity import subject_key
 from tests.saga_harness import SagaHarness
@@ -44,7 +45,7 @@ async def test_erasure_removes_every_copy_and_leaves_controls_identical(saga: Sa
     assert steps["memory"].counts["rows"] == before[target]["counts"]["memories"]
     assert steps["memory"].counts["derived_rows"] >= 1
     assert steps["logs"].counts["lines"] == before[target]["counts"]["log_lines"]
-    assert saga.platform.logs.tallied(result.request_id) == (0, 0, 0)  # the step's tally, dropped at finish
+    assert saga.platform.logs.tallied(result.request_id) == PurgeTally()  # the step's tally, dropped at finish
     assert steps["keys"].counts["key_versions"] == 1
     assert steps["wait"].state == "skipped"
     assert steps["verify_main"].state == "skipped"  # no ingestion delay: the final pass checks every store

@@ -1,0 +1,154 @@
+"""Trust, round three (issue 39), finding by finding against the real stack; each test fails on the old code.
+
+- (1) erasing A keeps a held user B's own log line that mentions A, byte for byte, and says so (the logs
+  step's ``lines_held``, the check's ``lines_kept_under_owners_hold``);
+- (2) a hold placed while a batched step runs stops it at the next batch: the log purge reads the hold of
+  every line's owner, the subject included, per segment under the segment's lock;
+- a hold being placed waits for a change of its owner's data that is under way (they serialise on the
+  owner's hold lock), and a change that starts after it sees it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import threading
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from stores.adapters.interface import Subject
+from stores.logs.archive import LogLine
+from stores.platform import Platform
+from stores.privacy.identity import subject_key
+from tests.saga_harness import SagaHarness
+from workers.stack.seeding.seeder import user_ids
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+
+APP = "trust-three-app"
+
+
+def _window() -> datetime:
+    return datetime(2043, 1, 1, tzinfo=UTC) + timedelta(minutes=5 * (uuid.uuid4().int % 100_000))
+
+
+def _raw(platform: Platform, key: str) -> list[bytes]:
+    body = platform.s3.get_object(Bucket=platform.config.log_bucket, Key=key)["Body"].read()
+    return io.BytesIO(body).readlines()
+
+
+def _versions(platform: Platform, key: str) -> int:
+    listing = platform.s3.list_object_versions(Bucket=platform.config.log_bucket, Prefix=key)
+    return len([v for v in listing.get("Versions", []) if v["Key"] == key])
+
+
+async def test_erasing_a_keeps_a_held_users_own_line_that_mentions_a(saga: SagaHarness) -> None:
+    """Item 1: one segment with A's line, B's line mentioning A and a B-only line; B held; A erased. Before,
+    the request completed, the logs step counted 2 lines and B's line was gone from the only version."""
+    platform = saga.platform
+    a, b = user_ids(2, 3901, prefix="trust3")
+    await saga.seed(APP, [a, b])
+    ts = _window()
+    key = platform.logs.ship(
+        [
+            LogLine(ts.isoformat(), APP, a, "info", "turn completed"),
+            LogLine(ts.isoformat(), APP, b, "info", "forwarded the ticket to a colleague", mentioned=(a,)),
+            LogLine(ts.isoformat(), APP, b, "info", "b alone"),
+        ],
+        ts,
+        shard=1,
+    )
+    before = _raw(platform, key)
+    sk_b = subject_key(platform.config.subject_secret, APP, b)
+    assert platform.requests.place_hold(sk_b, APP, "litigation hold, case 39", "counsel@x.example")
+    try:
+        result = await saga.erase(APP, a)
+    finally:
+        platform.requests.release_hold(sk_b, "case closed", "counsel@x.example")
+    assert result.status == "completed"
+    after = _raw(platform, key)
+    assert after == before[1:]  # B's two lines byte for byte: the held owner's mention line stays
+    assert _versions(platform, key) == 1  # the only version left holds them
+    logs = next(s for s in result.steps if s.name == "logs")
+    assert logs.counts.get("lines_held") == 1
+    body = saga.receipt_body(result.request_id)
+    final = next(v for v in body["verifications"] if v["phase"] == "final")
+    check = next(c for c in final["checks"] if c["check"] == "logs")
+    assert check["passed"], check
+    assert check["counts"].get("lines_kept_under_owners_hold") == 1, check
+
+
+def test_a_purge_reads_the_hold_of_the_subject_itself_per_segment(platform: Platform) -> None:
+    """Item 2, logs: the subject put on hold between two segments' purges keeps its lines in the next one."""
+    app = f"{APP}-mid"
+    (a,) = user_ids(1, 3902, prefix="trust3")
+    ts = _window()
+    first = platform.logs.ship([LogLine(ts.isoformat(), app, a, "info", "one")], ts, shard=2)
+    second = platform.logs.ship([LogLine(ts.isoformat(), app, a, "info", "two")], ts, shard=3)
+    sk = subject_key(platform.config.subject_secret, app, a)
+    assert platform.logs.purge_subject(first, app, sk).removed == 1
+    kept = _raw(platform, second)
+    assert platform.requests.place_hold(sk, app, "hold placed mid-step", "counsel@x.example")
+    try:
+        purged = platform.logs.purge_subject(second, app, sk)
+        assert (purged.removed, purged.held) == (0, 1)
+        assert _raw(platform, second) == kept
+        assert platform.logs.segments_of(sk) == [second]  # its index row stays: a later sweep finds it
+    finally:
+        platform.requests.release_hold(sk, "case closed", "counsel@x.example")
+    assert platform.logs.purge_subject(second, app, sk).removed == 1
+
+
+def test_placing_a_hold_waits_for_a_change_under_way(platform: Platform) -> None:
+    """The change and the hold serialise on the owner's hold lock: a hold placed while a purge holds the
+    owner's gate commits only after the purge's transaction, and the next purge sees it."""
+    from stores.ledgers.owner_holds import held_subjects
+
+    (a,) = user_ids(1, 3903, prefix="trust3")
+    sk = subject_key(platform.config.subject_secret, f"{APP}-lock", a)
+    placed = threading.Event()
+    with platform.pool.connection() as conn, conn.transaction():
+        assert held_subjects(conn, [sk]) == set()
+        placer = threading.Thread(
+            target=lambda: (
+                platform.requests.place_hold(sk, f"{APP}-lock", "during a change", "counsel@x.example"),
+                placed.set(),
+            )
+        )
+        placer.start()
+        assert not placed.wait(1.0)  # waits for the change's transaction
+    placer.join(10)
+    assert placed.is_set()
+    try:
+        with platform.pool.connection() as conn, conn.transaction():
+            assert held_subjects(conn, [sk]) == {sk}
+    finally:
+        platform.requests.release_hold(sk, "done", "counsel@x.example")
+
+
+async def test_held_owner_lines_stay_through_the_scheduled_sweep(saga: SagaHarness) -> None:
+    """The sweeps purge through the same gate: B's mention line of A, shipped late and B held, stays."""
+    platform = saga.platform
+    a, b = user_ids(2, 3904, prefix="trust3")
+    await saga.seed(APP, [a, b])
+    result = await saga.erase(APP, a)
+    assert result.status == "completed"
+    ts = _window()
+    key = platform.logs.ship(
+        [LogLine(ts.isoformat(), APP, b, "info", "late line about a colleague", mentioned=(a,))], ts, shard=4
+    )
+    before = _raw(platform, key)
+    sk_a = subject_key(platform.config.subject_secret, APP, a)
+    sk_b = subject_key(platform.config.subject_secret, APP, b)
+    assert platform.requests.place_hold(sk_b, APP, "hold", "counsel@x.example")
+    try:
+        swept = await asyncio.to_thread(
+            platform.adapters.get("logs").sweep_before, Subject(result.request_id, sk_a, APP), None, None
+        )
+    finally:
+        platform.requests.release_hold(sk_b, "done", "counsel@x.example")
+    assert _raw(platform, key) == before
+    assert swept.reported.get("log_lines_held") == 1
+    assert platform.logs.segments_of(sk_a) == [key]
