@@ -1,16 +1,20 @@
-"""The audit trail: every console and CLI action, appended, keyed, hash-chained, its head anchored outside.
+"""The audit trail: every console and CLI action, appended, keyed, hash-chained, anchored outside at every append.
 
 Entry ``n`` stores ``hash = HMAC-SHA256(k, prev_hash | seq | at | actor | action | request_id | detail)``
 with ``prev_hash`` the hash of entry ``n-1`` (64 zeros for the first) and ``k`` derived from the service
 secret, which the database does not hold: an entry rewritten with SQL cannot be given a matching hash.
-(Entries written before keying, ``mac_version`` 1, are plain SHA-256; none may follow a keyed one.) After
-every append the new head (its seq and hash, keyed too) is written to the receipts bucket
-(``audit/head.json``), outside the database: cutting entries off the tail, or rewriting the whole chain
-unkeyed, no longer matches it. Appends are serialised by a transaction advisory lock, so the chain has no
-forks, and a trigger refuses ``UPDATE``/``DELETE`` on the table. ``verify`` walks the chain in order and
-reports the first entry whose hash or link does not hold, then checks the anchored head. Actors are staff
-identities and details are ids, counts and staff-written reasons: no data-subject personal data (the subject
-appears only as its pseudonymous key).
+(Entries written before keying, ``mac_version`` 1, are plain SHA-256; none may follow a keyed one.)
+
+Nobody shortens it (issue 40): every append writes an immutable anchor for its entry in the receipts bucket
+(``console.audit_anchors``), and refuses, with an alert in the log, when the table's last entry is not the
+newest anchor: an owner who turned the append-only trigger off and deleted the tail, or everything, is not
+covered over by the next entry. ``verify`` walks the chain in order and reports the first entry whose hash
+or link does not hold, then checks every anchor against the table (the entry at its number, with its hash)
+and reports the first that does not match. Appends are serialised by a transaction advisory lock, so the
+chain has no forks, and a trigger refuses ``UPDATE``/``DELETE``/``TRUNCATE`` on the table. Every statement
+on the table runs as ``erasure_audit_writer`` (``SET LOCAL ROLE``; migration 0043), which may only read
+and insert: not delete, not turn the trigger off. Actors are staff identities and details are ids, counts
+and staff-written reasons: no data-subject personal data (the subject appears only as its pseudonymous key).
 """
 
 from __future__ import annotations
@@ -21,15 +25,21 @@ import hmac
 import io
 import json
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from psycopg import Connection
+import structlog
+from psycopg import Connection, sql
+from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
+from console.audit_anchors import LEGACY_HEAD, Anchor, AnchorStore
 from stores.privacy.identity import derived_key
+
+log = structlog.get_logger("console.audit")
 
 GENESIS = "0" * 64
 _LOCK = 0x6175646974  # pg_advisory_xact_lock key for appends ("audit")
@@ -114,39 +124,33 @@ def entry_hash(
     return hmac.new(key, body, hashlib.sha256).hexdigest()
 
 
-class HeadAnchor:
-    """The chain's head kept outside the database: a keyed checkpoint object in the receipts bucket."""
+class AuditChainBroken(RuntimeError):
+    """The audit table's last entry is not the anchored head (entries were removed): appends are refused."""
 
-    OBJECT = "audit/head.json"
 
-    def __init__(self, s3: Any, bucket: str, key: bytes) -> None:
-        self._s3 = s3
-        self._bucket = bucket
-        self._key = key
+#: the role every statement on ``audit_log`` runs as (migration 0043): SELECT and INSERT on it, nothing else
+WRITER_ROLE = "erasure_audit_writer"
 
-    def _mac(self, seq: int, digest: str) -> str:
-        return hmac.new(self._key, f"audit-head|{seq}|{digest}".encode(), hashlib.sha256).hexdigest()
 
-    def write(self, seq: int, digest: str) -> None:
-        body = json.dumps({"seq": seq, "hash": digest, "mac": self._mac(seq, digest)}).encode()
-        self._s3.put_object(Bucket=self._bucket, Key=self.OBJECT, Body=body, ContentType="application/json")
-
-    def read(self) -> tuple[int, str] | None:
-        """(seq, hash) of the anchored head; ``None`` when none was ever written; ``ValueError`` when the
-        object does not verify."""
+@contextmanager
+def _as_writer(conn: Connection[Any]) -> Iterator[Connection[Any]]:
+    """``conn`` inside a transaction (its own, or the caller's already open) running as ``WRITER_ROLE``; the
+    caller's role comes back after, so a decision written in the same transaction keeps its own."""
+    opened = conn.transaction() if conn.info.transaction_status == TransactionStatus.IDLE else nullcontext()
+    with opened:
+        row = conn.execute("SELECT current_setting('role')").fetchone()
+        before = str(row[0]) if row else "none"
+        conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(WRITER_ROLE)))
         try:
-            body = self._s3.get_object(Bucket=self._bucket, Key=self.OBJECT)["Body"].read()
-        except self._s3.exceptions.NoSuchKey:
-            return None
-        doc = json.loads(body)
-        seq, digest = int(doc["seq"]), str(doc["hash"])
-        if not hmac.compare_digest(str(doc.get("mac", "")), self._mac(seq, digest)):
-            raise ValueError("the anchored head's MAC does not verify")
-        return seq, digest
+            yield conn
+        finally:
+            if conn.info.transaction_status == TransactionStatus.INTRANS:  # not when failed: it rolls back
+                back = sql.SQL("NONE") if before == "none" else sql.Identifier(before)
+                conn.execute(sql.SQL("SET LOCAL ROLE {}").format(back))
 
 
 class AuditLog:
-    def __init__(self, pool: ConnectionPool, key: bytes, anchor: HeadAnchor | None = None) -> None:
+    def __init__(self, pool: ConnectionPool, key: bytes, anchor: AnchorStore | None = None) -> None:
         self._pool = pool
         self._key = key
         self._anchor = anchor
@@ -155,7 +159,12 @@ class AuditLog:
     def of(cls, platform: Any) -> AuditLog:
         """The platform's audit log: keyed from the service secret, anchored in the receipts bucket."""
         key = derived_key(platform.config.subject_secret, "audit-log")
-        return cls(platform.pool, key, HeadAnchor(platform.s3, platform.config.receipt_bucket, key))
+        return cls(platform.pool, key, AnchorStore(platform.s3, platform.config.receipt_bucket, key))
+
+    @contextmanager
+    def _reading(self) -> Iterator[Connection[Any]]:
+        with self._pool.connection() as conn, _as_writer(conn):
+            yield conn
 
     def append(
         self,
@@ -167,12 +176,14 @@ class AuditLog:
         conn: Connection[Any] | None = None,
     ) -> AuditEntry:
         """Append an entry; with ``conn``, inside that connection's open transaction (a decision and its entry
-        committed together), else in a transaction of its own."""
+        committed together), else in a transaction of its own. ``AuditChainBroken`` when the table's last
+        entry is not the anchored head."""
         if action not in ACTIONS:
             raise ValueError(f"unknown audit action {action!r}")
         if conn is not None:
-            return self._append(conn, actor, action, request_id, dict(detail or {}))
-        with self._pool.connection() as own, own.transaction():
+            with _as_writer(conn):
+                return self._append(conn, actor, action, request_id, dict(detail or {}))
+        with self._pool.connection() as own, _as_writer(own):
             return self._append(own, actor, action, request_id, dict(detail or {}))
 
     def _append(
@@ -180,22 +191,57 @@ class AuditLog:
     ) -> AuditEntry:
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
         last = conn.execute("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1").fetchone()
-        seq, prev = (int(last[0]) + 1, str(last[1])) if last else (1, GENESIS)
-        at = datetime.now(UTC)
+        last_seq, prev = (int(last[0]), str(last[1])) if last else (0, GENESIS)
+        if self._anchor is not None:
+            self._check_head(conn, self._anchor, last_seq, prev, action)
+        seq, at = last_seq + 1, datetime.now(UTC)
         digest = entry_hash(prev, seq, at, actor, action, request_id, detail, self._key)
-        conn.execute(
+        row = conn.execute(
             "INSERT INTO audit_log (seq, at, actor, action, request_id, detail, prev_hash, hash, mac_version) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, 2)",
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, 2) RETURNING pg_current_xact_id()::text",
             (seq, at, actor, action, request_id, Jsonb(detail), prev, digest),
-        )
-        if self._anchor is not None:  # inside the lock: anchors are written in chain order
-            self._anchor.write(seq, digest)
+        ).fetchone()
+        if self._anchor is not None and row is not None:  # inside the lock: anchors are written in chain order
+            self._anchor.write(seq, int(row[0]), digest, prev)
         return AuditEntry(seq, at, actor, action, request_id, detail, prev, digest)
+
+    def _check_head(self, conn: Connection[Any], anchors: AnchorStore, last_seq: int, last: str, action: str) -> None:
+        """Refuse (and alert) unless the table's last entry is the newest anchor. Anchors past it are allowed
+        only when the transaction that wrote them aborted (recorded void, so it stays explained)."""
+        found = anchors.listing(last_seq)
+        voids = anchors.voids(last_seq) if len(found) > 1 else set()
+        reached, removed = last_seq == 0, None
+        for a in found:
+            if a.valid and a.seq == last_seq and hmac.compare_digest(a.hash, last):
+                reached = True
+            elif a.valid and (a.seq, a.txid) in voids:
+                continue
+            elif a.valid and _xact_status(conn, a.txid) == "aborted":
+                anchors.void(a)
+            elif removed is None:
+                removed = a
+        if reached and removed is None:
+            return
+        if removed is None and not anchors.any() and anchors.legacy_head() == (last_seq, last):
+            return  # anchored by the single head object of before: its first per-append anchor comes now
+        newest = max((a.seq for a in found if a.valid), default=None)
+        log.error(
+            "audit_append_refused",
+            table_last_seq=last_seq,
+            anchored_seq=newest,
+            invalid_anchor=bool(removed and not removed.valid),
+            action=action,
+        )
+        why = f"entry {newest}" if newest is not None else "no anchor for it"
+        raise AuditChainBroken(
+            f"the audit log's last entry ({last_seq}) is not the anchored head ({why}): entries were removed "
+            "or an anchor is not valid; appends are refused until the table is restored (erasure audit verify)"
+        )
 
     def _rows(self, request_id: str | None = None, limit: int | None = None) -> Iterator[AuditEntry]:
         where, params = ("WHERE request_id = %s", [request_id]) if request_id else ("", [])
         tail = " LIMIT %s" if limit else ""
-        with self._pool.connection() as conn:
+        with self._reading() as conn:
             cur = conn.execute(
                 f"SELECT seq, at, actor, action, request_id, detail, prev_hash, hash, mac_version FROM audit_log "
                 f"{where} ORDER BY seq{tail}",
@@ -210,7 +256,7 @@ class AuditLog:
     def search(self, query: AuditQuery) -> list[AuditEntry]:
         """Entries matching every filter given, newest first (indexed by request, action and time)."""
         escaped = query.actor.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") if query.actor else None
-        with self._pool.connection() as conn:
+        with self._reading() as conn:
             rows = conn.execute(
                 "SELECT seq, at, actor, action, request_id, detail, prev_hash, hash, mac_version FROM audit_log "
                 "WHERE (%(rid)s::text IS NULL OR request_id = %(rid)s) "
@@ -231,9 +277,10 @@ class AuditLog:
         return [AuditEntry(int(r[0]), r[1], r[2], r[3], r[4], dict(r[5]), r[6], r[7], int(r[8])) for r in rows]
 
     def verify(self, expected_head: str | None = None) -> ChainCheck:
-        """Walk the whole chain (keyed entries checked with the key), then the head anchored outside the
-        database; ``expected_head`` (a hash noted earlier) also catches a cut-off tail."""
+        """Walk the whole chain (keyed entries checked with the key), then every anchor outside the database;
+        ``expected_head`` (a hash noted earlier) also catches a cut-off tail."""
         prev, count, seq_expected, keyed = GENESIS, 0, 1, False
+        hashes: dict[int, str] = {}
         for e in self._rows():
             if e.seq != seq_expected:
                 return ChainCheck(False, count, e.seq, f"entry {seq_expected} is missing", prev)
@@ -245,31 +292,49 @@ class AuditLog:
             key = self._key if e.mac_version == 2 else None
             if entry_hash(e.prev_hash, e.seq, e.at, e.actor, e.action, e.request_id, e.detail, key) != e.hash:
                 return ChainCheck(False, count, e.seq, "its content does not match its hash", prev)
+            hashes[e.seq] = e.hash
             prev, count, seq_expected = e.hash, count + 1, e.seq + 1
-        if expected_head is not None and expected_head != prev and not self._contains(expected_head):
+        if expected_head is not None and expected_head != prev and expected_head not in hashes.values():
             return ChainCheck(False, count, None, "the expected head is not in the chain (entries removed)", prev)
-        if self._anchor is not None:
-            try:
-                anchored = self._anchor.read()
-            except (ValueError, KeyError) as exc:
-                return ChainCheck(False, count, None, f"the anchored head is not valid ({exc})", prev)
-            if anchored is not None:
-                seq, digest = anchored
-                if seq >= seq_expected:
-                    why = f"the chain ends at entry {seq_expected - 1}; the anchor outside the database names {seq}"
-                    return ChainCheck(False, count, None, why + " (entries removed)", prev)
-                if not self._hash_at(seq, digest):
-                    return ChainCheck(False, count, seq, "the entry the anchor names was rewritten", prev)
-        return ChainCheck(True, count, None, "", prev)
+        if self._anchor is None:
+            return ChainCheck(True, count, None, "", prev)
+        why, bad = self._against_anchors(self._anchor, hashes)
+        return ChainCheck(not why, count, bad, why, prev)
 
-    def _hash_at(self, seq: int, digest: str) -> bool:
-        with self._pool.connection() as conn:
-            row = conn.execute("SELECT hash FROM audit_log WHERE seq = %s", (seq,)).fetchone()
-        return row is not None and hmac.compare_digest(str(row[0]), digest)
+    def _against_anchors(self, anchors: AnchorStore, hashes: Mapping[int, str]) -> tuple[str, int | None]:
+        """The first anchor the table does not match, as (why, seq); ("", None) when every one matches."""
+        try:
+            legacy = anchors.legacy_head()
+        except (ValueError, KeyError) as exc:
+            return f"the anchored head is not valid ({exc})", None
+        found = anchors.listing()
+        if legacy is not None:
+            found.append(Anchor(legacy[0], 0, legacy[1], LEGACY_HEAD))
+        voids = anchors.voids() if found else set()
+        for a in sorted(found):
+            if not a.valid:
+                return f"the anchor object {a.name} is not valid (its name or MAC does not hold)", None
+            held = hashes.get(a.seq)
+            if held is not None and hmac.compare_digest(held, a.hash):
+                continue
+            if (a.seq, a.txid) in voids or (a.txid and self._unfinished(a.txid)):
+                continue  # an append rolled back after its anchor, or one under way
+            if held is None:
+                last = max(hashes, default=0)
+                return f"entry {a.seq} is missing: the chain ends at entry {last} (entries removed)", a.seq
+            return f"entry {a.seq} does not match its anchor outside the database (rewritten)", a.seq
+        return "", None
 
-    def _contains(self, digest: str) -> bool:
-        with self._pool.connection() as conn:
-            return conn.execute("SELECT 1 FROM audit_log WHERE hash = %s", (digest,)).fetchone() is not None
+    def _unfinished(self, txid: int) -> bool:
+        """Whether the transaction never committed (aborted, or still under way): its entry never existed."""
+        with self._reading() as conn:
+            return _xact_status(conn, txid) in ("aborted", "in progress")
+
+
+def _xact_status(conn: Connection[Any], txid: int) -> str | None:
+    """``committed``, ``aborted``, ``in progress``, or ``None`` when Postgres no longer knows."""
+    row = conn.execute("SELECT pg_xact_status(%s::text::xid8)", (str(txid),)).fetchone()
+    return str(row[0]) if row and row[0] is not None else None
 
 
 CSV_COLUMNS = ("seq", "at", "actor", "action", "request_id", "detail", "hash")

@@ -987,11 +987,15 @@ def test_the_tags_the_code_sends_are_allowed_wherever_create_key_is() -> None:
     assert granting == 1, "exactly one policy (the runtime's) may create per-user keys"
 
 
-def test_console_policy_reads_and_anchors_the_audit_head_only() -> None:
+def test_console_policy_reads_and_anchors_the_audit_log_only() -> None:
+    """Issue 40: the console writes the audit log's anchors as new objects only (a put without
+    ``If-None-Match`` is not allowed, nor any delete): an anchor once written stays as it was."""
     statements = _statements("console-policy.json")
     assert all(st["Effect"] == "Allow" and "NotAction" not in st for st in statements)
     assert _allowed(statements) == {
         "s3:ListBucket": {RECEIPTS},
         "s3:GetObject": {f"{RECEIPTS}/audit/head.json"},
-        "s3:PutObject": {f"{RECEIPTS}/audit/head.json"},
+        "s3:PutObject": {f"{RECEIPTS}/audit/anchors/*", f"{RECEIPTS}/audit/voids/*"},
     }
+    (put,) = [st for st in statements if "s3:PutObject" in _as_list(st["Action"])]
+    assert put["Condition"] == {"Null": {"s3:if-none-match": "false"}}
