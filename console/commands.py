@@ -55,7 +55,9 @@ def _token_create(args: argparse.Namespace, settings: Settings) -> int:
 
     with _platform(settings) as platform:
         try:
-            info, token = TokenStore(platform.pool).create(args.name, args.role, args.by)
+            info, token = TokenStore(platform.pool, settings.api_token_lifetime_days).create(
+                args.name, args.role, args.by
+            )
         except TokenError as exc:
             raise ErasureCliError(str(exc)) from None
         AuditLog.of(platform).append(args.by, "token_created", None, {"token_id": info.token_id, "roles": info.roles})
@@ -69,7 +71,7 @@ def _token_list(_args: argparse.Namespace, settings: Settings) -> int:
 
     with _platform(settings) as platform:
         for t in TokenStore(platform.pool).list():
-            state = f"revoked {t.revoked_at:%Y-%m-%d}" if t.revoked_at else "active"
+            state = f"revoked {t.revoked_at:%Y-%m-%d}" if t.revoked_at else f"expires {t.expires_at:%Y-%m-%d}"
             print(f"{t.token_id}  {t.name:<24} {','.join(t.roles):<28} {state}  by {t.created_by}")
     return 0
 
@@ -111,7 +113,9 @@ def register(sub: Any) -> None:
     tk_sub = tk.add_subparsers(dest="token_command", required=True)
     tc = tk_sub.add_parser("create", help="a new token (printed once; stored hashed)")
     tc.add_argument("--name", required=True)
-    tc.add_argument("--role", action="append", required=True, help="requester, approver, auditor or admin")
+    tc.add_argument(
+        "--role", action="append", required=True, help="its one role: requester, approver, auditor or admin"
+    )
     tc.add_argument("--by", required=True, help="who creates it (recorded in the audit log)")
     tc.set_defaults(handler=_token_create)
     tk_sub.add_parser("list", help="every token, revoked ones too").set_defaults(handler=_token_list)

@@ -21,6 +21,7 @@ from console.context import console_of
 from console.identity import Principal
 from console.oidc import IdpUnavailable, InvalidToken
 from console.permissions import GUARD_MARK, PERMISSIONS
+from console.tokens import TokenRefused
 
 BEARER = HTTPBearer(auto_error=False, description="an OIDC access token (JWT) or an API token (et_...)")
 Bearer = Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)]
@@ -36,7 +37,10 @@ def authenticate(request: Request, credentials: Bearer) -> Principal:
     credential = credentials.credentials
     console = console_of(request)
     if credential.startswith("et_"):
-        principal = console.tokens.authenticate(credential)
+        try:
+            principal = console.tokens.authenticate(credential)
+        except TokenRefused as exc:  # expired, or several roles: say which
+            raise HTTPException(401, str(exc), headers={"WWW-Authenticate": "Bearer"}) from None
         if principal is None:
             raise HTTPException(401, "unknown or revoked API token", headers={"WWW-Authenticate": "Bearer"})
         return principal

@@ -21,6 +21,7 @@ from temporalio.service import RPCError
 
 from console.context import Console
 from console.identity import Principal, actor_ref
+from console.permissions import PERMISSIONS, reach, reaches
 from stores.books.approvals import Decision as ApprovalDecision
 from stores.books.request_filing import Filing, FilingInvalid, filing
 from stores.books.requests import ACTIVE_STATES, ErasureRequestRow
@@ -41,16 +42,38 @@ from workflows.contracts.erasure import ApprovalPolicy, Decision, DueExtension, 
 from workflows.erasure import ErasureWorkflow
 
 
-def request_row(console: Console, request_id: str, principal: Principal) -> ErasureRequestRow:
+def request_row(
+    console: Console, request_id: str, principal: Principal, permission: str = "requests:read"
+) -> ErasureRequestRow:
+    """The request, when ``principal`` may read it and use ``permission`` on it (``within_reach``)."""
     try:
         row = console.platform.requests.get(request_id)
     except RequestNotFound:
         raise HTTPException(404, "no such request") from None
-    if not (principal.roles - {"requester"}):  # a requester alone sees their own requests only
-        _reason, by = console.platform.requests.requested(row)
-        if by != principal.subject:
-            raise HTTPException(404, "no such request")
+    within_reach(console, principal, row, permission)
     return row
+
+
+def within_reach(console: Console, principal: Principal, row: ErasureRequestRow, permission: str) -> None:
+    """404 when ``principal`` may not read the request (as if missing: a requester does not learn of other
+    people's requests); 403 when they may read it but not use ``permission`` on it. Reach is per permission
+    (``console.permissions.reach``): an auditor's reading never widens a requester's cancelling."""
+    if reach(principal.roles, "requests:read") == "all" and reach(principal.roles, permission) == "all":
+        return
+    filer = filer_of(console, row)
+    if not reaches(principal, "requests:read", filer):
+        raise HTTPException(404, "no such request")
+    if not reaches(principal, permission, filer):
+        wide = sorted(r for r in PERMISSIONS[permission] if reach(frozenset({r}), permission) == "all")
+        raise HTTPException(
+            403, f"only the person who filed it may do this ({permission}), or: {', '.join(wide) or 'nobody'}"
+        )
+
+
+def filer_of(console: Console, row: ErasureRequestRow) -> str | None:
+    """The person who filed the request (the token's minter, when a token filed it)."""
+    _reason, by = console.platform.requests.requested(row)
+    return console.tokens.person_of(by) if by else None
 
 
 def summary(console: Console, row: ErasureRequestRow) -> dict[str, Any]:
@@ -132,7 +155,7 @@ def filed_with(
 
 async def extend_due(console: Console, request_id: str, p: Principal, days: int, reason: str) -> str:
     """Move the due date ``days`` later (once; the workflow refuses a second), audited with the reason."""
-    request_row(console, request_id, p)
+    request_row(console, request_id, p, "requests:extend")
     due = await _update(
         console, request_id, ErasureWorkflow.extend_due, DueExtension(actor_ref(console.actor_secret, p.subject), days)
     )
@@ -170,8 +193,7 @@ async def decide(
     the record), a cancellation after the workflow took it (a cancellation it refused, the saga already
     under way, must not stop the saga half-way)."""
     row = request_row(console, request_id, p)
-    _reason, filed_by = console.platform.requests.requested(row)
-    filer = await asyncio.to_thread(console.tokens.person_of, filed_by or "")
+    filer = await asyncio.to_thread(filer_of, console, row)
     me = actor_ref(console.actor_secret, p.human)  # the person, whichever of their tokens they use
     record = functools.partial(
         console.platform.approvals.record,
@@ -189,6 +211,7 @@ async def decide(
         record(also=lambda conn: entry(conn=conn))
 
     try:
+        within_reach(console, p, row, ACTION_PERMISSION[action])  # 403, audited, when out of reach
         if action != "cancelled":
             try:
                 await asyncio.to_thread(recorded)
@@ -206,6 +229,10 @@ async def decide(
         except NotApproved:  # nothing approved yet: the workflow's cancellation is enough, audited alone
             console.audit.append(p.actor, action, request_id, {"reason": reason})
     return {"decision": decision}
+
+
+#: the permission each decision needs, for its reach (the route's guard checked the role already)
+ACTION_PERMISSION = {"approved": "requests:decide", "denied": "requests:decide", "cancelled": "requests:cancel"}
 
 
 @dataclass(frozen=True)
@@ -257,7 +284,7 @@ async def open_receipt(console: Console, request_id: str, p: Principal) -> Opene
     """The request's stored receipt with its signature checked (a receipt that does not verify is shown
     as such, never as valid), where its physical clean-up stands and, once the platform's physical job
     covered it, the signed physical attestation (checked the same way); the download is audited."""
-    row = request_row(console, request_id, p)
+    row = request_row(console, request_id, p, "receipts:read")
     document = await asyncio.to_thread(load_receipt, console.platform, row.request_id)
     if document is None:
         raise HTTPException(404, "no receipt yet")
@@ -271,7 +298,7 @@ async def open_receipt(console: Console, request_id: str, p: Principal) -> Opene
 
 async def change_hold(console: Console, request_id: str, p: Principal, reason: str, *, place: bool) -> bool:
     """Place or release a legal hold on the request's subject; audited and signalled when it changed."""
-    row = request_row(console, request_id, p)
+    row = request_row(console, request_id, p, "holds:manage")
     requests = console.platform.requests
     action = "hold_placed" if place else "hold_released"
     entry = functools.partial(
@@ -297,8 +324,9 @@ async def listed(
 ) -> list[dict[str, Any]]:
     """The request list the API and the pages show: each row with its running stage, filtered as asked."""
     rows = await asyncio.to_thread(console.platform.requests.list_requests, state or None, limit, due_before)
-    if not (p.roles - {"requester"}):
-        rows = [r for r in rows if console.platform.requests.requested(r)[1] == p.subject]
+    if reach(p.roles, "requests:read") != "all":  # their own person's: any of their logins and tokens
+        mine = await asyncio.to_thread(console.tokens.subjects_of, p.human)
+        rows = [r for r in rows if console.platform.requests.requested(r)[1] in mine]
     stages = await running_stages(console.client)
     out = [{**summary(console, r), "stage": stages.get(r.request_id)} for r in rows]
     return [r for r in out if r["stage"] == stage] if stage else out

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from console.context import Console
 from console.identity import Principal
-from console.permissions import PERMISSIONS
+from console.permissions import PERMISSIONS, reach, reaches
 from stores.forgetting.requests import ForgetRequestRow
 from stores.forgetting.resolution import Preview
 from stores.infra.errors import NotApproved, RequestNotFound
@@ -84,7 +84,7 @@ async def decided_forget(console: Console, p: Principal, request_id: str, *, app
     """Approve or deny a forget waiting for approval (409 with the reason when the rules refuse it), audited."""
     from workers.forget_service import decide_forget
 
-    filed = forget_row(console, p, request_id)
+    filed = forget_row(console, p, request_id, "requests:decide")
     action = "forget_approved" if approve else "forget_denied"
     entry = functools.partial(console.audit.append, p.actor, action, request_id, {"subject_key": filed.subject_key})
     try:
@@ -114,13 +114,17 @@ def may_read_content(p: Principal) -> bool:
     return bool(p.roles & PERMISSIONS["content:read"])
 
 
-def forget_row(console: Console, p: Principal, request_id: str) -> ForgetRequestRow:
-    """The forget request (404 when missing, or not a requester's own)."""
+def forget_row(console: Console, p: Principal, request_id: str, permission: str = "requests:read") -> ForgetRequestRow:
+    """The forget request, when ``p`` may use ``permission`` on it (404 when missing or out of reach: a
+    requester reaches the forgets their own person filed, whichever login or token they used). Reach is per
+    permission (``console.permissions.reach``), never widened by another role ``p`` holds."""
     store = console.platform.forget_requests
     try:
         row = store.get(request_id)
-        if not (p.roles - {"requester"}) and store.requested_by(request_id) != p.subject:
-            raise RequestNotFound(request_id)  # a requester alone sees their own only
+        if reach(p.roles, permission) != "all":
+            by = store.requested_by(request_id)
+            if not reaches(p, permission, console.tokens.person_of(by) if by else None):
+                raise RequestNotFound(request_id)
     except RequestNotFound:
         raise HTTPException(404, "no such forget request") from None
     return row

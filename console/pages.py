@@ -47,9 +47,9 @@ from console.erasure_requests import (
     summary,
 )
 from console.identity import ROLES, Principal
-from console.permissions import PERMISSIONS
+from console.permissions import reaches
 from console.rendering import check_csrf, render
-from console.tokens import MINTABLE, TokenError
+from console.tokens import MINTABLE, TokenError, rotate_audited
 from stores.books.request_filing import IDENTITY_METHODS
 from stores.books.requests import ACTIVE_STATES, FINAL_STATES
 from verifier.receipts.attestation import read_physical
@@ -245,13 +245,11 @@ async def request_page(request: Request, request_id: str, p: PageReads) -> HTMLR
         can_extend="approver" in p.roles and row.state in ACTIVE_STATES,
         can_hold="admin" in p.roles,
         hold=console.platform.requests.active_hold(row.subject_key),
-        can_cancel=bool(p.roles & {"requester", "approver"}),
+        can_cancel=reaches(p, "requests:cancel", filer),  # per action: other roles never widen it
         receipt_shown=bool(view["receipt"]),
         active_states=ACTIVE_STATES,
         receipted_states=RECEIPTED_STATES,
-        receipt_ready=row.state in RECEIPTED_STATES
-        and view["receipt"]
-        and bool(p.roles & PERMISSIONS["receipts:read"]),
+        receipt_ready=row.state in RECEIPTED_STATES and view["receipt"] and reaches(p, "receipts:read", filer),
     )
 
 
@@ -460,4 +458,18 @@ async def tokens_create(
     except TokenError as exc:
         return render(request, "tokens.html", p, tokens=console.tokens.list(), roles=ROLES, message=str(exc))
     console.audit.append(p.actor, "token_created", None, {"token_id": info.token_id, "roles": info.roles})
+    return render(request, "tokens.html", p, tokens=console.tokens.list(), roles=ROLES, new_token=token)
+
+
+@router.post("/tokens/{token_id}/rotate", include_in_schema=False)
+async def tokens_rotate(
+    request: Request, token_id: str, p: PageTokens, csrf: Annotated[str, Form()] = ""
+) -> HTMLResponse:
+    """A replacement with the same name, role and apps (shown once), the old token revoked with it."""
+    check_csrf(request, csrf)
+    console = console_of(request)
+    try:
+        _info, token = await asyncio.to_thread(rotate_audited, console.tokens, console.audit, p, token_id)
+    except TokenError as exc:
+        return render(request, "tokens.html", p, tokens=console.tokens.list(), roles=ROLES, message=str(exc))
     return render(request, "tokens.html", p, tokens=console.tokens.list(), roles=ROLES, new_token=token)

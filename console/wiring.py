@@ -34,7 +34,7 @@ def build_console(settings: Settings, secrets: Secrets, platform: Platform, clie
         platform=platform,
         client=client,
         oidc=oidc,
-        tokens=TokenStore(platform.pool),
+        tokens=TokenStore(platform.pool, settings.api_token_lifetime_days),
         audit=AuditLog.of(platform),
         actor_secret=secrets.subject_key_secret,
         receipt_public_key=signing_key(secrets.signing_key).public_key(),

@@ -366,6 +366,13 @@ class Settings(BaseSettings):
         le=30 * 86400,
         description="Seconds a console request waits after its approval, still cancellable, before it runs.",
     )
+    api_token_lifetime_days: int = Field(
+        default=90,
+        ge=1,
+        le=3650,
+        description="Days an API token of the console lives: the lifetime a new or rotated token gets, and "
+        "the longest one minted with expires_in_days may ask for. Expired tokens are refused.",
+    )
     intake_identity_space: str = Field(
         default="user_id",
         description="Identity space of a forwarded (Ketch forwarder) request whose raw value is the user id.",

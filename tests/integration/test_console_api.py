@@ -72,6 +72,7 @@ ALLOWED: dict[tuple[str, str], set[str] | None] = {
     ("GET", "/api/tokens"): {"admin"},
     ("POST", "/api/tokens"): {"admin"},
     ("DELETE", "/api/tokens/{token_id}"): {"admin"},
+    ("POST", "/api/tokens/{token_id}/rotate"): {"admin"},  # issue 40: a replacement, the old one revoked
     ("POST", "/codec/decode"): {"approver", "auditor", "admin"},  # Temporal UI's codec calls
     ("POST", "/api/forget/preview"): {"requester"},  # item forgetting (issue 16)
     ("POST", "/api/forget"): {"requester"},
@@ -845,6 +846,7 @@ PAGES: dict[tuple[str, str], set[str]] = {
     ("POST", "/requests/{request_id}/extend"): {"approver"},
     ("GET", "/tokens"): {"admin"},
     ("POST", "/tokens"): {"admin"},
+    ("POST", "/tokens/{token_id}/rotate"): {"admin"},
     # Temporal UI behind the login (its upstream is not running here: the allowed roles get a 502)
     ("GET", "/forget"): {"requester"},  # item forgetting (issue 16)
     ("POST", "/forget/preview"): {"requester"},
