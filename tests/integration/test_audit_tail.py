@@ -26,6 +26,7 @@ from structlog.testing import capture_logs
 
 from console.audit import AuditEntry, AuditLog, entry_hash
 from tests.console_harness import Api
+from tests.saga_harness import cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -124,6 +125,9 @@ async def test_a_deleted_tail_stays_caught_after_further_audited_actions(api: Ap
         assert alerts[0]["table_last_seq"] == cut_from - 1
         assert alerts[0]["anchored_seq"] == cut_from + 1
         assert "nosy-4003" not in repr(alerts)  # who was refused is not the alert's business
+        code, out, _err = await cli(api.saga, "127.0.0.1:1", "audit", "verify")  # the operator's check
+        assert code == 4
+        assert f"audit log BROKEN at entry {cut_from}: entry {cut_from} is missing" in out
     finally:
         _put_back(api, cut_from, saved)
     assert audit.verify().ok  # the tail restored: the anchors are reached again, appends go on
