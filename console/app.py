@@ -28,7 +28,7 @@ The console's modules, one way only (a router imports shared modules, never anot
 
 from __future__ import annotations
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, Depends, FastAPI
 from fastapi.routing import APIRoute
 from starlette.middleware.sessions import SessionMiddleware
 
@@ -44,9 +44,18 @@ from console import (
 )
 from console.context import Console
 from console.dependencies import LoginRequired, require
-from console.http_guards import BodyLimit, RateLimit, SecurityHeaders
+from console.http_guards import (
+    COSTLY,
+    BodyLimit,
+    PrincipalLimits,
+    RateLimit,
+    SecurityHeaders,
+    TrustedProxies,
+    parse_networks,
+)
 from console.login import login_router, to_login
-from console.permissions import PERMISSIONS, PUBLIC_PATHS, assert_every_route_guarded, route_permission
+from console.permissions import GUARD_MARK, PERMISSIONS, PUBLIC_PATHS, assert_every_route_guarded, route_permission
+from console.preview_guard import preview_guard_for
 from console.sessions import SESSION_COOKIE
 from console.telemetry import Telemetry
 from console.temporal_ui import CodecOrigins, codec_router, proxy_router
@@ -73,17 +82,23 @@ def create_app(console: Console) -> FastAPI:
         redoc_url=None,
     )
     app.state.console = console
+    app.state.preview_guard = preview_guard_for(console)
+    settings = console.settings
+    rates = {"preview": settings.console_preview_per_minute}
+    limits = PrincipalLimits(
+        {**dict.fromkeys(("filing", "search", "export"), settings.console_costly_per_minute), **rates}
+    )
     for api in (health, requests_api, audit_api, holds_api, tokens_api, forget_api):
-        mount(app, api.router)
+        mount(app, api.router, limits)
     if console.codec is not None:
-        mount(app, codec_router(console.codec))
+        mount(app, codec_router(console.codec), limits)
     if console.oidc is not None and console.oidc_client_id:
         app.add_exception_handler(LoginRequired, to_login)
-        mount(app, forget_pages.router)
-        mount(app, login_router(console.oidc_client_id, console.login_redirect_uri))
-        mount(app, pages.router)
+        mount(app, forget_pages.router, limits)
+        mount(app, login_router(console.oidc_client_id, console.login_redirect_uri), limits)
+        mount(app, pages.router, limits)
         if console.temporal_ui_upstream:
-            mount(app, proxy_router(console.temporal_ui_upstream))
+            mount(app, proxy_router(console.temporal_ui_upstream), limits)
         app.add_middleware(
             SessionMiddleware,
             secret_key=derived_key(console.actor_secret, "console-session").hex(),
@@ -97,25 +112,35 @@ def create_app(console: Console) -> FastAPI:
     app.add_middleware(SecurityHeaders)
     app.add_middleware(RateLimit, per_minute=console.settings.console_rate_per_minute)
     app.add_middleware(BodyLimit)
-    app.add_middleware(Telemetry, metrics=console.metrics)  # outermost: every answer counted, 429 and 413 too
+    app.add_middleware(Telemetry, metrics=console.metrics)  # every answer counted, 429 and 413 too
+    # outermost: who the client is, before anything keys on it (the trusted proxies' word, else the peer)
+    app.add_middleware(TrustedProxies, trusted=parse_networks(settings.console_trusted_proxies))
     assert_every_route_guarded(app)
     return app
 
 
-def mount(app: FastAPI, router: APIRouter) -> None:
+def mount(app: FastAPI, router: APIRouter, limits: PrincipalLimits | None = None) -> None:
     """``router``'s routes added to the app itself, each as its own route, as ``include_router`` did before
     FastAPI kept an included router as one nested entry of ``app.routes``: the deny-by-default check
-    (``assert_every_route_guarded``) and every walk over the routes then see each route and its guard."""
+    (``assert_every_route_guarded``) and every walk over the routes then see each route and its guard. A
+    costly route (``COSTLY``) also gets its per-principal limit, drawn after its guard admits the caller."""
     for route in router.routes:
         if not isinstance(route, APIRoute):
             raise TypeError(f"{route!r}: a console router holds API routes only")
+        dependencies = list(route.dependencies)
+        kinds = {COSTLY[(m, route.path)] for m in route.methods or () if (m, route.path) in COSTLY}
+        if limits is not None and kinds:
+            guard = next((d.call for d in route.dependant.dependencies if getattr(d.call, GUARD_MARK, None)), None)
+            if guard is None:
+                raise RuntimeError(f"route {route.path} is costly and declares no permission to limit by")
+            dependencies += [Depends(limits.dependency(kind, guard)) for kind in sorted(kinds)]
         app.router.add_api_route(
             route.path,
             route.endpoint,
             response_model=route.response_model,
             status_code=route.status_code,
             tags=route.tags,
-            dependencies=route.dependencies,
+            dependencies=dependencies,
             summary=route.summary,
             description=route.description,
             response_description=route.response_description,

@@ -42,11 +42,22 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
 
                 serve_metrics(console.metrics, args.host, settings.console_metrics_port)
                 print(f"Prometheus metrics on http://{args.host}:{settings.console_metrics_port}/metrics")
-            config = uvicorn.Config(app, host=args.host, port=settings.serve_port, log_level="warning")
-            await uvicorn.Server(config).serve()
+            await uvicorn.Server(serve_config(app, args.host, settings)).serve()
 
     asyncio.run(main())
     return 0
+
+
+def serve_config(app: Any, host: str, settings: Settings) -> Any:
+    """The uvicorn configuration ``erasure serve`` runs the console with. uvicorn's own proxy handling stays off
+    (by default it believes ``X-Forwarded-For`` from 127.0.0.1, so a client there chose its own address): the
+    console's ``TrustedProxies`` is the one place the headers are read, from the proxies
+    ``ERASURE_CONSOLE_TRUSTED_PROXIES`` names, whatever ``FORWARDED_ALLOW_IPS`` says."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app, host=host, port=settings.serve_port, log_level="warning", proxy_headers=False, forwarded_allow_ips=[]
+    )
 
 
 def _token_create(args: argparse.Namespace, settings: Settings) -> int:

@@ -5,18 +5,32 @@ nothing; ``POST /api/forget`` files a forget of chosen items at a strength (or t
 as a ``ForgetWorkflow``; ``GET /api/forget/{request_id}`` reads its state and counts. Filing needs the
 ``requests:file`` permission (requesters), reading ``requests:read``. Both actions are audited with the
 subject key, never the user id or the items' words (``console.forget_requests``).
+
+A preview answers a role without ``content:read`` with ids, kinds, dates, keys and counts only
+(``Preview.without_content``: no text, no matched words; the reply is the same whichever of the
+description's words an item holds, beyond whether it holds one), and is limited per principal
+(``console.http_guards.PrincipalLimits``) and per subject, with a burst alerted (``console.preview_guard``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from pydantic import BaseModel, Field
 
 from console.context import ConsoleDep
 from console.dependencies import Decides, Files, Reads
-from console.forget_requests import ForgetBody, decided_forget, filed_forget, forget_row, may_read_content, previewed
+from console.forget_requests import (
+    ForgetBody,
+    decided_forget,
+    filed_forget,
+    forget_row,
+    in_scope,
+    may_read_content,
+    previewed,
+)
+from console.preview_guard import PreviewGuard, preview_guard_of
 
 router = APIRouter()
 
@@ -28,28 +42,44 @@ class ForgetPreviewBody(BaseModel):
 
 
 @router.post("/api/forget/preview")
-async def forget_preview(body: ForgetPreviewBody, p: Files, console: ConsoleDep) -> dict[str, Any]:
+async def forget_preview(
+    body: ForgetPreviewBody, p: Files, console: ConsoleDep, guard: Annotated[PreviewGuard, Depends(preview_guard_of)]
+) -> dict[str, Any]:
     """What the description resolves to among the user's items; changes nothing."""
+    in_scope(p, body.app_name)
+    guard.admit(p, body.app_name, body.user_id)
     found = await previewed(console, p, body.app_name, body.user_id, body.about)
-    reads = may_read_content(p)  # the user's own words only for the roles that may read them
+    if may_read_content(p):  # the user's own words, and why each item was offered: the approver's to read
+        return {
+            "candidates": [
+                {
+                    "memory_id": c.memory_id,
+                    "kind": c.kind,
+                    "written": c.written,
+                    "text": c.text,
+                    "matched": c.matched,
+                    "hidden": c.hidden,
+                }
+                for c in found.candidates
+            ],
+            "state_keys": [{"key": s.key, "value": s.value} for s in found.state_keys],
+            "derived": found.derived,
+            "content_shown": True,
+            # never how many items other users hold: that tells about people the staff member did not name
+            "warnings": found.warnings,
+            "spans": found.spans([c.memory_id for c in found.candidates]),
+        }
+    shown = found.without_content()  # nothing computed from the words: see stores.forgetting.resolution
     return {
         "candidates": [
-            {
-                "memory_id": c.memory_id,
-                "kind": c.kind,
-                "written": c.written,
-                "text": c.text if reads else None,
-                "matched": c.matched,
-                "hidden": c.hidden,
-            }
-            for c in found.candidates
+            {"memory_id": c.memory_id, "kind": c.kind, "written": c.written, "text": None, "hidden": c.hidden}
+            for c in shown.candidates
         ],
-        "state_keys": [{"key": s.key, "value": s.value if reads else None} for s in found.state_keys],
-        "derived": found.derived,
-        "content_shown": reads,
-        # never how many items other users hold: that tells a requester about people they did not name
-        "warnings": found.warnings,
-        "spans": found.spans([c.memory_id for c in found.candidates]) if reads else [],
+        "state_keys": [{"key": s.key, "value": None} for s in shown.state_keys],
+        "derived": shown.derived,
+        "content_shown": False,
+        "warnings": shown.warnings,
+        "spans": [],
     }
 
 

@@ -4,8 +4,16 @@ the security headers every answer carries.
 - **Body size** (``BodyLimit``): a body over its path's limit is answered 413 before anything parses it
   (a declared ``Content-Length`` at once; a chunked body as soon as it passes the limit). Unauthenticated
   bodies used to be parsed whole first: a 381 MB POST took the console from 177 MB to 962 MB.
+- **Who the client is** (``TrustedProxies``): the socket peer, unless the peer is one of the trusted proxies
+  (``ERASURE_CONSOLE_TRUSTED_PROXIES``, CIDRs; none by default); then the right-most address of
+  ``X-Forwarded-For`` that is not itself a trusted proxy (the left of the header is whatever the client
+  wrote). ``erasure serve`` runs uvicorn without its own proxy handling, which trusted the header from
+  127.0.0.1 and let any client there (or every client behind a local ingress, sharing one bucket) choose its
+  address (issue 40).
 - **Rate** (``RateLimit``): the login and the intake routes take at most ``per_minute`` requests a minute
   from one client address (a token bucket per address, in this process), then 429 with ``Retry-After``.
+  The routes that cost (filing, preview, search, export: ``COSTLY``) are limited per authenticated
+  principal too (``PrincipalLimits``, added to each such route by the app after its guard).
 - **Headers** (``SecurityHeaders``): a Content-Security-Policy with ``frame-ancestors 'none'`` on the
   console's pages (no page can be framed, so no one-click approval can be clickjacked), ``X-Frame-Options``,
   ``nosniff`` and no referrer; the proxied Temporal UI gets the framing rules only (it brings its own code).
@@ -13,11 +21,15 @@ the security headers every answer carries.
 
 from __future__ import annotations
 
+import inspect
+import ipaddress
+import math
 import threading
 import time
-from collections.abc import Iterable, MutableMapping
-from typing import Any
+from collections.abc import Callable, Iterable, MutableMapping, Sequence
+from typing import Annotated, Any
 
+from fastapi import Depends, HTTPException
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -32,6 +44,24 @@ CSP = (
     "img-src 'self' data:; connect-src 'self'; base-uri 'none'; frame-ancestors 'none'"
 )
 RATE_LIMITED = ("/login", "/auth/callback", "/api/intake/ketch", "/api/requests/bulk")
+#: the routes that cost, limited per principal: (method, path) -> the bucket they draw from
+COSTLY: dict[tuple[str, str], str] = {
+    ("POST", "/api/requests"): "filing",
+    ("POST", "/api/requests/bulk"): "filing",
+    ("POST", "/api/intake/ketch"): "filing",
+    ("POST", "/api/forget"): "filing",
+    ("POST", "/requests/new"): "filing",
+    ("POST", "/api/forget/preview"): "preview",
+    ("POST", "/forget/preview"): "preview",
+    ("POST", "/forget/confirm"): "preview",  # it previews again, and shows it when the choice is refused
+    ("GET", "/api/requests"): "search",
+    ("GET", "/api/audit"): "search",
+    ("GET", "/"): "search",
+    ("GET", "/audit"): "search",
+    ("GET", "/api/audit/export"): "export",
+    ("GET", "/audit.csv"): "export",
+}
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 def limit_for(path: str) -> int:
@@ -93,38 +123,148 @@ class BodyLimit(_HttpOnly):
             await too_large(scope, receive, send)
 
 
-class RateLimit:
-    """A token bucket per (path, client address): ``per_minute`` requests, refilled continuously."""
+def parse_networks(text: str) -> tuple[Network, ...]:
+    """Comma-separated networks in CIDR notation (a bare address is a network of one); ``ValueError`` names a
+    bad entry."""
+    networks = []
+    for entry in (e.strip() for e in text.split(",")):
+        if entry:
+            try:
+                networks.append(ipaddress.ip_network(entry, strict=False))
+            except ValueError:
+                raise ValueError(f"{entry!r} is not an IP address or network (CIDR)") from None
+    return tuple(networks)
 
-    def __init__(self, app: ASGIApp, per_minute: int = 30, paths: Iterable[str] = RATE_LIMITED) -> None:
-        self._app = app
-        self._rate = per_minute / 60.0
-        self._burst = float(per_minute)
-        self._paths = tuple(paths)
-        self._buckets: dict[tuple[str, str], tuple[float, float]] = {}
+
+def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    text = text.strip()
+    if text.startswith("["):  # [v6]:port
+        text = text[1 : text.find("]")] if "]" in text else text
+    elif text.count(":") == 1:  # v4:port
+        text = text.split(":", 1)[0]
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError:
+        return None
+
+
+def _trusted(text: str, trusted: Sequence[Network]) -> bool:
+    address = _address(text)
+    return address is not None and any(address in network for network in trusted)
+
+
+def client_address(peer: str, headers: Iterable[tuple[bytes, bytes]], trusted: Sequence[Network]) -> str:
+    """The client: ``peer``, unless it is a trusted proxy; then the right-most ``X-Forwarded-For`` entry that is
+    not a trusted proxy (every proxy appends the address it was reached from; what is left of the last trusted
+    one is the client's own claim). When every hop is trusted, the right-most (the address the nearest proxy
+    saw), never the left-most: that one the client may have written (uvicorn's ``*`` took it)."""
+    if not _trusted(peer, trusted):
+        return peer
+    hops = [
+        h.strip() for name, value in headers if name == b"x-forwarded-for" for h in value.decode("latin-1").split(",")
+    ]
+    hops = [h for h in hops if h]
+    for hop in reversed(hops):
+        if not _trusted(hop, trusted):
+            address = _address(hop)
+            return str(address) if address is not None else hop
+    return str(_address(hops[-1]) or hops[-1]) if hops else peer
+
+
+class TrustedProxies(_HttpOnly):
+    """The request's client (and scheme) as the trusted proxies tell it; from anyone else, the socket peer and
+    the scheme it connected with, whatever the headers say."""
+
+    def __init__(self, app: ASGIApp, trusted: Sequence[Network] = ()) -> None:
+        super().__init__(app)
+        self._trusted = tuple(trusted)
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        peer, port = scope.get("client") or ("", 0)
+        if self._trusted and _trusted(peer, self._trusted):
+            headers = scope["headers"]
+            scope = {**scope, "client": (client_address(peer, headers, self._trusted), port)}
+            proto = dict(headers).get(b"x-forwarded-proto", b"").decode("latin-1").split(",")[-1].strip().lower()
+            if proto in ("http", "https"):
+                scope["scheme"] = proto
+        await self._app(scope, receive, send)
+
+
+class Buckets:
+    """Token buckets by key: ``per`` requests each ``seconds``, refilled continuously, in this process."""
+
+    def __init__(self, per: int, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._rate = per / seconds
+        self._burst = float(per)
+        self._clock = clock
+        self._keep = seconds * 2
+        self._buckets: dict[Any, tuple[float, float]] = {}
         self._lock = threading.Lock()
 
-    def _take(self, key: tuple[str, str]) -> bool:
-        now = time.monotonic()
+    def take(self, key: Any) -> float:
+        """Take one token for ``key``: 0 when there was one, else the seconds until there is."""
+        now = self._clock()
         with self._lock:
             tokens, at = self._buckets.get(key, (self._burst, now))
             tokens = min(self._burst, tokens + (now - at) * self._rate)
             allowed = tokens >= 1.0
             self._buckets[key] = (tokens - 1.0 if allowed else tokens, now)
             if len(self._buckets) > 10_000:  # forget the quiet ones
-                self._buckets = {k: v for k, v in self._buckets.items() if now - v[1] < 120}
-            return allowed
+                self._buckets = {k: v for k, v in self._buckets.items() if now - v[1] < self._keep}
+            return 0.0 if allowed else (1.0 - tokens) / self._rate
+
+
+def too_many(wait: float, what: str = "requests") -> HTTPException:
+    """429 with ``Retry-After``: the whole seconds until the next request is taken."""
+    seconds = max(1, math.ceil(wait))
+    return HTTPException(429, f"too many {what}; try again in {seconds} s", headers={"Retry-After": str(seconds)})
+
+
+class RateLimit:
+    """A token bucket per (path, client address): ``per_minute`` requests, refilled continuously."""
+
+    def __init__(self, app: ASGIApp, per_minute: int = 30, paths: Iterable[str] = RATE_LIMITED) -> None:
+        self._app = app
+        self._paths = tuple(paths)
+        self._buckets = Buckets(per_minute, 60.0)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
         if scope["type"] == "http" and path in self._paths:
             client = (scope.get("client") or ("?", 0))[0]
-            if not self._take((path, str(client))):
-                reply = JSONResponse({"detail": "too many requests; try again in a minute"}, status_code=429)
-                reply.headers["Retry-After"] = "60"
+            wait = self._buckets.take((path, str(client)))
+            if wait:
+                seconds = str(max(1, math.ceil(wait)))
+                reply = JSONResponse({"detail": f"too many requests; try again in {seconds} s"}, status_code=429)
+                reply.headers["Retry-After"] = seconds
                 await reply(scope, receive, send)
                 return
         await self._app(scope, receive, send)
+
+
+class PrincipalLimits:
+    """The costly routes' limits per authenticated principal (an OIDC ``sub``, an API token): one bucket per
+    (kind of call, principal), ``per_minute[kind]`` requests a minute. A route gets ``dependency(kind, guard)``
+    next to its guard: FastAPI resolves the guard once, so the principal is the one the route acts for, and an
+    unauthenticated or refused call is answered 401/403 before it counts."""
+
+    def __init__(self, per_minute: dict[str, int]) -> None:
+        self._buckets = {kind: Buckets(n, 60.0) for kind, n in per_minute.items()}
+
+    def dependency(self, kind: str, guard: Callable[..., Any]) -> Callable[..., Any]:
+        buckets = self._buckets[kind]
+
+        def limited(principal: Any) -> None:
+            wait = buckets.take(principal.subject)
+            if wait:
+                raise too_many(wait, f"{kind} calls")
+
+        # the guard as the principal's dependency (built here: the guard is known only now)
+        given = inspect.Parameter(
+            "principal", inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[Any, Depends(guard)]
+        )
+        limited.__signature__ = inspect.Signature([given], return_annotation=None)  # type: ignore[attr-defined]
+        return limited
 
 
 class SecurityHeaders(_HttpOnly):

@@ -26,6 +26,7 @@ The standard ``TEMPORAL_*`` client configuration (``TEMPORAL_ADDRESS``, ``TEMPOR
 from __future__ import annotations
 
 import importlib.util
+import ipaddress
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -360,6 +361,39 @@ class Settings(BaseSettings):
         le=100000,
         description="Requests a minute one client address may send to the console's login and intake routes.",
     )
+    console_trusted_proxies: str = Field(
+        default="",
+        description="Comma-separated networks (CIDR; a bare address is one host) of the proxies in front of the "
+        "console whose X-Forwarded-For and X-Forwarded-Proto it believes: the client is then the right-most "
+        "forwarded address that is not a trusted proxy. Empty: no proxy is trusted, the headers are ignored and "
+        "the socket peer is the client (rate limits key on it).",
+    )
+    console_costly_per_minute: int = Field(
+        default=60,
+        ge=1,
+        le=100000,
+        description="Calls a minute one principal (an OIDC subject, an API token) may make of each kind of "
+        "costly console route: filing, search, export (a bucket per kind), then 429 with Retry-After.",
+    )
+    console_preview_per_minute: int = Field(
+        default=10,
+        ge=1,
+        le=100000,
+        description="Forget previews a minute one principal may ask for (the API and the forget page), then 429.",
+    )
+    console_preview_per_subject_hour: int = Field(
+        default=30,
+        ge=1,
+        le=100000,
+        description="Forget previews an hour of one data subject, whoever asks, then 429 (in each console process).",
+    )
+    console_preview_burst_alert: int = Field(
+        default=10,
+        ge=1,
+        le=100000,
+        description="A data subject previewed more than this many times in an hour is audited (preview_burst) and "
+        "logged as a warning, once each time the count passes it.",
+    )
     approval_waiting_seconds: int = Field(
         default=0,
         ge=0,
@@ -576,6 +610,17 @@ class Settings(BaseSettings):
         problems = [p for p in (config_checks.url_problem(e, **rule) for e in entries) if p]
         if problems:
             raise ValueError(f"entries {' and '.join(problems)}" if len(problems) > 1 else f"entry {problems[0]}")
+        return value
+
+    @field_validator("console_trusted_proxies", mode="after")
+    @classmethod
+    def _networks(cls, value: str) -> str:
+        for entry in (e.strip() for e in value.split(",")):
+            try:
+                if entry:
+                    ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"{entry!r} is not an IP address or network (CIDR)") from None
         return value
 
     @field_validator("database_url", mode="after")

@@ -8,6 +8,15 @@ so what the agent would surface is exactly what is offered for forgetting. It al
 acts on one user's items only). Nothing is changed; the caller shows the preview and acts on the ids
 the person confirms. The candidates' texts go to the person who owns them, never to logs or Temporal.
 ``user:`` state values are sealed under the user's data key (``stores.sessions.sealing``): they are opened here.
+
+Staff who may not read the subject's words get ``Preview.without_content()`` (issue 40): the items by id,
+kind, date and whether they are already hidden, the settings by key, counts, in a fixed order, and nothing
+computed from which of the description's words each item holds (``matched`` runs were an oracle: guessing
+``account number 8014`` showed ``8014`` back, ``8015`` did not). What remains is what resolving a description
+means: whether an item holds any of its words (so a one-word guess can tell whether some item holds that
+word, and among a user's many items, which ones the recall ranking reaches may follow the other words);
+the console limits previews per principal and per subject and audits each, and the approver who decides
+reads the words.
 """
 
 from __future__ import annotations
@@ -137,6 +146,10 @@ class Candidate:
     hidden: bool = False  # already suppressed
     echoes: str | None = None  # the candidate this item quotes (the agent's own reply repeating the fact)
 
+    def withheld(self) -> Candidate:
+        """The candidate as a role without content access sees it: id, kind, date, hidden; no words."""
+        return Candidate(self.memory_id, self.kind, self.written, "", [], self.hidden)
+
     def describe(self) -> str:
         quoted = self.text if len(self.text) <= 80 else self.text[:77] + "..."
         what = {"episode": "something said", "fact": "a fact", "summary": "a summary"}.get(self.kind, self.kind)
@@ -158,6 +171,16 @@ class Preview:
     derived: int  # rows derived from the candidates (summaries): removed with them and listed
     others_holding: int  # items of other users that hold the description's words: never touched (capped)
     warnings: list[str] = field(default_factory=list)
+    unreadable: int = 0  # stored settings whose key is gone: not searched
+
+    def without_content(self) -> Preview:
+        """What a role without content access is shown: the same items and settings by id, kind, date and key,
+        ordered by date and id (the recall ranking follows the description's words), with notes that count
+        them; no text, no matched words, no echo links, no count of other users' items."""
+        candidates = sorted((c.withheld() for c in self.candidates), key=lambda c: (c.written, c.memory_id))
+        states = sorted((StateCandidate(s.key, "") for s in self.state_keys), key=lambda s: s.key)
+        notes = _notes(len(candidates), len(states), self.unreadable) if self.about_words else list(self.warnings)
+        return Preview([], candidates, states, self.derived, 0, notes, self.unreadable)
 
     def spans(self, chosen: list[str]) -> list[str]:
         """The spans a forget of the chosen candidates blocks: each chosen item's own words, when short."""
@@ -228,21 +251,27 @@ def resolve(
         opened, unreadable = {**some, **opened}, unreadable + failed
     values = [(k, v if isinstance(v, str) else json.dumps(v)) for k, v in opened.items()]
     states = [StateCandidate(f"user:{k}", v) for k, v in values if set(tokens(v)) & set(words)]
-    warnings: list[str] = []
-    if unreadable:
-        warnings.append(f"{unreadable} stored setting(s) could not be opened (their key is gone): not searched")
-    if len({tuple(c.matched) for c in candidates}) > 1 or len(candidates) > 1:
-        warnings.append(
-            f"{len(candidates)} items match and not all for the same reason: choose the ones to forget "
-            "(a loose description can catch unrelated items)"
-        )
+    warnings = _notes(len(candidates), len(states), unreadable)
     holders = int(others[0]) if others else 0
     # how many items of other users hold the words is kept for the platform's own checks, never shown: a
     # preview (to staff, or to the user through the agent) must say nothing about people it did not name
-    if not candidates and not states:
-        warnings.append("nothing stored matches the description")
     candidates += echoes_of(pool, store, sk, candidates, limit)
-    return Preview(words, candidates, states, int(derived[0]) if derived else 0, holders, warnings)
+    return Preview(words, candidates, states, int(derived[0]) if derived else 0, holders, warnings, unreadable)
+
+
+def _notes(items: int, settings: int, unreadable: int) -> list[str]:
+    """The preview's notes, from counts alone."""
+    notes: list[str] = []
+    if unreadable:
+        notes.append(f"{unreadable} stored setting(s) could not be opened (their key is gone): not searched")
+    if items > 1:
+        notes.append(
+            f"{items} items match, not necessarily for the same reason: choose the ones to forget "
+            "(a loose description can catch unrelated items)"
+        )
+    if not items and not settings:
+        notes.append("nothing stored matches the description")
+    return notes
 
 
 #: an echo shares this many consecutive words with a candidate, or fewer when one of them holds a digit
