@@ -421,9 +421,11 @@ class ForgetActivities(PlatformActivities):
         return ForgetReceiptRef(inp.request_id, digest(document))
 
     def _physical(self, inp: ForgetReceiptInput) -> dict[str, Any]:
-        """A completed destructive forget is filed with the platform's physical job (issue 30): its deleted
-        rows' dead tuples go at the job's next run, attested by then; a suppression deletes nothing."""
-        if inp.strength == "suppress" or inp.status != "completed":
+        """A destructive forget is filed with the platform's physical job (issue 30): its deleted rows' dead
+        tuples go at the job's next run, attested by then; a suppression deletes nothing. One whose check
+        failed (``verification_failed``) deleted rows all the same: filed too (issue 39)."""
+        deleted = inp.status == "completed" or any(v > 0 for v in dict(inp.counts).values())
+        if inp.strength == "suppress" or not deleted:
             return {"state": "not_needed"}
         return file_physical(self.platform.pool, inp.request_id, "forget", self.platform.config.physical_window)
 

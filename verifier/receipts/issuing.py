@@ -85,10 +85,13 @@ class ReceiptActivities(PlatformActivities):
     def physical(self, inp: ReceiptInput, stores: list[str], found: bool) -> dict[str, Any]:
         """Where the physical clean-up stands (issue 30): the request's own plan ran it (``in_saga``: filed
         before the platform job existed), nothing was deleted (``not_needed``), or the request is filed with
-        the platform's physical job and owed an attestation by ``due_by`` (``pending``)."""
+        the platform's physical job and owed an attestation by ``due_by`` (``pending``).
+
+        Whatever the verdict: a request whose checks failed (``verification_failed``) deleted data all the
+        same, and those rows' dead tuples and old volumes are owed the same physical pass (issue 39)."""
         if any(_physical_step(self.platform, name) for name in stores):
             return {"state": "in_saga"}
-        if inp.status != "completed" or not found:
+        if not (found or deleted_anything(inp.steps, stores)):
             return {"state": "not_needed"}
         return file_physical(self.platform.pool, inp.request_id, "erasure", self.platform.config.physical_window)
 
@@ -119,6 +122,14 @@ class ReceiptActivities(PlatformActivities):
 
     def activities(self) -> list[Callable[..., Any]]:
         return [self.issue_receipt]
+
+
+def deleted_anything(steps: Iterable[Any], stores: Iterable[str]) -> bool:
+    """Whether a store step of the plan counted anything (the subject found at the start or not: a late
+    writer's rows swept count too); a count that is not a deletion only files a request with the physical
+    job that owed nothing, never the reverse."""
+    names = set(stores) | {"sweep"}
+    return any(v > 0 for s in steps if s.name in names for v in dict(s.counts).values())
 
 
 def _physical_step(platform: Platform, name: str) -> bool:
