@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import psycopg
 import structlog
 from psycopg import Connection, sql
 from psycopg.pq import TransactionStatus
@@ -209,20 +210,22 @@ class AuditLog:
         """Refuse (and alert) unless the table's last entry is the newest anchor. Anchors past it are allowed
         only when the transaction that wrote them aborted (recorded void, so it stays explained)."""
         found = anchors.listing(last_seq)
-        voids = anchors.voids(last_seq) if len(found) > 1 else set()
+        voids: set[tuple[int, int]] | None = None  # read only when some anchor does not match (rare)
         reached, removed = last_seq == 0, None
         for a in found:
             if a.valid and a.seq == last_seq and hmac.compare_digest(a.hash, last):
                 reached = True
-            elif a.valid and (a.seq, a.txid) in voids:
                 continue
-            elif a.valid and _xact_status(conn, a.txid) == "aborted":
+            voids = anchors.voids(last_seq) if voids is None else voids
+            if a.valid and (a.seq, a.txid) in voids:
+                continue
+            if a.valid and _xact_status(conn, a.txid) == "aborted":
                 anchors.void(a)
             elif removed is None:
                 removed = a
         if reached and removed is None:
             return
-        if removed is None and not anchors.any() and anchors.legacy_head() == (last_seq, last):
+        if removed is None and not anchors.any() and self._legacy_head(anchors) == (last_seq, last):
             return  # anchored by the single head object of before: its first per-append anchor comes now
         newest = max((a.seq for a in found if a.valid), default=None)
         log.error(
@@ -237,6 +240,13 @@ class AuditLog:
             f"the audit log's last entry ({last_seq}) is not the anchored head ({why}): entries were removed "
             "or an anchor is not valid; appends are refused until the table is restored (erasure audit verify)"
         )
+
+    @staticmethod
+    def _legacy_head(anchors: AnchorStore) -> tuple[int, str] | None:
+        try:
+            return anchors.legacy_head()
+        except (ValueError, KeyError):
+            return None  # not valid: it anchors nothing, and the append is refused
 
     def _rows(self, request_id: str | None = None, limit: int | None = None) -> Iterator[AuditEntry]:
         where, params = ("WHERE request_id = %s", [request_id]) if request_id else ("", [])
@@ -332,8 +342,13 @@ class AuditLog:
 
 
 def _xact_status(conn: Connection[Any], txid: int) -> str | None:
-    """``committed``, ``aborted``, ``in progress``, or ``None`` when Postgres no longer knows."""
-    row = conn.execute("SELECT pg_xact_status(%s::text::xid8)", (str(txid),)).fetchone()
+    """``committed``, ``aborted``, ``in progress``, or ``None`` when Postgres does not know (too old, or from
+    after this database's past: restored from a backup). In a savepoint: the caller's transaction goes on."""
+    try:
+        with conn.transaction():
+            row = conn.execute("SELECT pg_xact_status(%s::text::xid8)", (str(txid),)).fetchone()
+    except psycopg.errors.InvalidParameterValue:  # "transaction ID ... is in the future"
+        return None
     return str(row[0]) if row and row[0] is not None else None
 
 
