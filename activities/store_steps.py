@@ -2,6 +2,8 @@
 
 ``erase_store_unless_held`` runs one adapter's ``erase`` with the request's raw user id (looked up here,
 never passed through Temporal), resuming from the cursor in the last heartbeat of a previous attempt.
+A batched step reads the hold again after every batch's heartbeat: a hold placed while it runs stops it
+before its next batch, with the cursor it resumes from once the hold is released.
 ``sweep_stores_unless_held`` is the second sweep: every adapter of the plan again, side by side in plan
 order, for anything a late writer slipped past the fence. Both read the hold store right before their work, after
 everything else they look up, and do nothing while a hold exists: the result says ``held`` and the saga
@@ -29,11 +31,36 @@ def _beat(details: dict[str, Any]) -> None:
     beat(**details)
 
 
-def erase_in(adapters: AdapterRegistry, subject: Subject, store: str) -> StepResult:
-    """One adapter's erase for the subject (raw id known), resumed from the last heartbeat's cursor."""
+class HeldBetweenBatches(Exception):
+    """A hold found between two batches of a step: the step stops there (never escapes the activity)."""
+
+    def __init__(self, cursor: dict[str, Any]) -> None:
+        super().__init__("a legal hold was placed while the step ran")
+        self.cursor = cursor
+
+
+def erase_in(
+    adapters: AdapterRegistry,
+    subject: Subject,
+    store: str,
+    cursor: dict[str, Any] | None = None,
+    held: Callable[[], bool] | None = None,
+) -> StepResult:
+    """One adapter's erase for the subject (raw id known), resumed from the last heartbeat's cursor (else
+    ``cursor``: where a run stopped by a hold left off). ``held``: read after every batch's heartbeat, before
+    the next batch; a hold found there stops the step, its result ``held`` with the cursor to resume from."""
     adapter = adapters.get(store)
+
+    def guarded(details: dict[str, Any]) -> None:
+        _beat(details)
+        if held is not None and held():
+            raise HeldBetweenBatches(details)
+
     with sensitive(*([subject.user_id] if subject.user_id else [])):
-        counts = adapter.erase(subject, heartbeat_details({}), _beat)
+        try:
+            counts = adapter.erase(subject, heartbeat_details(dict(cursor or {})), guarded)
+        except HeldBetweenBatches as stop:
+            return StepResult(store, held=True, resume=stop.cursor)
     return StepResult(store, counts)
 
 
@@ -75,8 +102,8 @@ class StoreStepActivities(PlatformActivities):
     def erase_store_unless_held(self, inp: StoreStepInput) -> StepResult:
         subject = self.subject(inp.request_id, inp.subject_key, inp.app_name)
         if self.held(inp.subject_key):
-            return StepResult(inp.store, held=True)
-        return erase_in(self.adapters, subject, inp.store)
+            return StepResult(inp.store, held=True, resume=dict(inp.cursor))
+        return erase_in(self.adapters, subject, inp.store, inp.cursor, lambda: self.held(inp.subject_key))
 
     @activity.defn(name=Activities.SWEEP_STORES_UNLESS_HELD)
     def sweep_stores_unless_held(self, inp: SweepStoresInput) -> StepResult:

@@ -17,6 +17,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from temporalio.testing import ActivityEnvironment
 
 from stores.adapters.interface import Subject
 from stores.logs.archive import LogLine
@@ -152,3 +153,49 @@ async def test_held_owner_lines_stay_through_the_scheduled_sweep(saga: SagaHarne
     assert _raw(platform, key) == before
     assert swept.reported.get("log_lines_held") == 1
     assert platform.logs.segments_of(sk_a) == [key]
+
+
+async def test_a_hold_placed_between_two_batches_stops_the_step_at_the_next(
+    saga: SagaHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Item 2, every batched step: the sessions step read the hold once at its start, then deleted batch
+    after batch. A hold placed after its first batch now stops it before the second; the step ends ``held``
+    with its cursor, and run again after the release (from that cursor) its counts are the whole user's."""
+    import stores.sessions.adapter as sessions_adapter
+    from activities.store_steps import StoreStepActivities
+    from tests.adapter_wrap import open_request
+    from workflows.contracts.erasure import StoreStepInput
+
+    platform = saga.platform
+    (target,) = user_ids(1, 3905, prefix="trust3")
+    await saga.seed(APP, [target])
+    total = platform.sessions.count_user(APP, target).sessions
+    assert total >= 2
+    monkeypatch.setattr(sessions_adapter, "BATCH", 1)
+    request = open_request(platform, APP, target)
+    sk = request.subject_key
+    steps = StoreStepActivities(platform)
+    env = ActivityEnvironment()
+    beats: list[dict[str, object]] = []
+
+    def on_beat(*details: object) -> None:
+        beats.append(dict(details[0]))  # type: ignore[call-overload]
+        if len(beats) == 1:
+            assert platform.requests.place_hold(sk, APP, "placed mid-step", "counsel@x.example")
+
+    env.on_heartbeat = on_beat
+    inp = StoreStepInput(request.request_id, sk, APP, "sessions")
+    try:
+        held = await asyncio.to_thread(env.run, steps.erase_store_unless_held, inp)
+        assert held.held
+        assert len(beats) == 1
+        assert platform.sessions.count_user(APP, target).sessions == total - 1  # the second batch never ran
+        assert held.resume.get("sessions") == 1
+    finally:
+        platform.requests.release_hold(sk, "released", "counsel@x.example")
+    env.on_heartbeat = lambda *_details: None
+    resumed = StoreStepInput(request.request_id, sk, APP, "sessions", cursor=held.resume)
+    done = await asyncio.to_thread(env.run, steps.erase_store_unless_held, resumed)
+    assert not done.held
+    assert done.counts["sessions"] == total
+    assert platform.sessions.count_user(APP, target).sessions == 0

@@ -7,6 +7,7 @@ names, counts, times and check results. Fields are only ever added with defaults
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 TASK_QUEUE_DEFAULT = "erasure"
 ERASURE_WORKFLOW = "ErasureWorkflow"
@@ -176,6 +177,9 @@ class StoreStepInput:
     subject_key: str
     app_name: str
     store: str  # an adapter name from the request's plan
+    #: where a run of the step that a hold stopped between two batches left off (its ``StepResult.resume``):
+    #: the adapter resumes from it as from a heartbeat, so the step's counts are the whole user's
+    cursor: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -190,9 +194,11 @@ class SweepStoresInput:
 class StepResult:
     step: str
     counts: dict[str, int] = field(default_factory=dict)
-    #: the step read the hold store right before its work, found a hold and did nothing; the saga waits for the
-    #: release and runs the step again
+    #: the step read the hold store right before its work (or between two of its batches), found a hold and
+    #: stopped; the saga waits for the release and runs the step again (from ``resume``)
     held: bool = False
+    #: a batched step stopped by a hold between two batches: its last heartbeat's cursor (PII-free counts)
+    resume: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
-from typing import cast
+from typing import Any, cast
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -57,6 +57,7 @@ class PlanRun:
         self._board, self._gate = board, gate
         self.plan: list[PlanStep] = []
         self.late: frozenset[str] = frozenset()  # the stores run after the second sweep
+        self._cursors: dict[str, dict[str, Any]] = {}  # where steps a hold stopped mid-way left off
         self.use(plan)
 
     def use(self, plan: list[PlanStep]) -> None:
@@ -146,6 +147,8 @@ class PlanRun:
             if not result.held:
                 board.mark(name, "done", result.counts)
                 return result
+            if result.resume:  # stopped between two batches: the next run resumes where it left off
+                self._cursors[name] = result.resume
             board.steps[name] = before
             if gate.releases == releases:  # else a release was noticed since this step read the store: again
                 await gate.until_released(step, seen)
@@ -155,7 +158,7 @@ class PlanRun:
         if name in planned:
             return await workflow.execute_activity(
                 refs.erase_store_unless_held,
-                StoreStepInput(step.request_id, step.subject_key, step.app_name, name),
+                StoreStepInput(step.request_id, step.subject_key, step.app_name, name, self._cursors.get(name, {})),
                 start_to_close_timeout=BATCH_TIMEOUT if planned[name].batched else QUICK_TIMEOUT,
                 heartbeat_timeout=HEARTBEAT_TIMEOUT if planned[name].batched else None,
                 retry_policy=retry_policies.STEP,
