@@ -130,16 +130,41 @@ class _MappingEnvSource(EnvSettingsSource):
 NOT_SETTINGS = frozenset({"ERASURE_LOAD_USERS", "ERASURE_RECORD_HISTORY", "ERASURE_RECORD_FORGET_HISTORY"})
 
 
+def store_settings() -> dict[str, str]:
+    """The settings the registered stores declare for themselves: ``ERASURE_<NAME>`` -> meaning, from each
+    adapter's ``settings`` (entry points ``erasure.adapters``). A store added as a folder of its own declares
+    its variables there and reads them as options (``workers.wiring.store_options``), with no edit to this
+    module: one route for every store (``ERASURE_QDRANT_PATH``). An adapter whose module cannot be imported
+    declares nothing here (the registry reports it by name when the worker starts)."""
+    from importlib.metadata import entry_points
+
+    from stores.adapters.interface import ENTRY_POINT_GROUP
+
+    declared: dict[str, str] = {}
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        try:
+            adapter = ep.load()
+        except ImportError:
+            continue
+        for name, meaning in dict(getattr(adapter, "settings", None) or {}).items():
+            declared[var(str(name))] = str(meaning)
+    return declared
+
+
 def unknown_settings(environ: Mapping[str, str]) -> None:
-    """``ConfigError`` naming every ``ERASURE_*`` variable that is no setting, with the closest one that is: a
-    misspelled name (``ERASURE_TEMPORAL_TLS_CA`` for ``..._CA_FILE``) must not be ignored and silently fall back
-    to a default (there: plain gRPC)."""
+    """``ConfigError`` naming every ``ERASURE_*`` variable that is no setting (of the worker, or declared by a
+    registered store: ``store_settings``), with the closest one that is: a misspelled name
+    (``ERASURE_TEMPORAL_TLS_CA`` for ``..._CA_FILE``) must not be ignored and silently fall back to a default
+    (there: plain gRPC)."""
     import difflib
 
     known = {var(name) for name in Settings.model_fields}
     unknown = sorted(
         name for name in environ if name.upper().startswith(PREFIX) and name.upper() not in known | NOT_SETTINGS
     )
+    if unknown:  # the stores' own settings, read only when needed (loading the adapters imports their stores)
+        known |= set(store_settings())
+        unknown = [name for name in unknown if name.upper() not in known]
     if not unknown:
         return
     said = []

@@ -53,6 +53,11 @@ class QdrantMemoryAdapter:
     name = "qdrant_memory"
     after: tuple[str, ...] = ()
     batched = True
+    #: the store's own settings (``ERASURE_QDRANT_PATH``), accepted by the worker's settings validation
+    settings: Mapping[str, str] = {
+        "qdrant_path": "Directory of the Qdrant memory store (qdrant-client's local mode; the erasure worker must "
+        "see the same files the platform writes). Absent, empty or 'none': the platform has no Qdrant store."
+    }
     disposition = Disposition(
         "deleted",
         "the subject's points deleted from the collection; the local store's SQLite file and backups keep "

@@ -2,11 +2,14 @@
 test fails on the old code.
 
 - a request that ends ``verification_failed`` deleted data: it is handed to the physical job like any other;
+- one configuration route for every store: ``ERASURE_QDRANT_PATH``, which the guide says turns the Qdrant
+  store on, passes the settings validation ``erasure worker`` runs and reaches the Qdrant store;
 """
 
 from __future__ import annotations
 
 from functools import cached_property
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +19,10 @@ from stores.platform import Platform
 from tests.adapter_wrap import wired
 from tests.integration.test_verifier_trust import DropsErasedSessions, erase_with
 from tests.saga_harness import SagaHarness
+from workers.errors import ConfigError
+from workers.settings import Settings
 from workers.stack.seeding.seeder import user_ids
+from workers.wiring import build_platform
 
 pytestmark = [pytest.mark.integration]
 aio = pytest.mark.asyncio(loop_scope="session")
@@ -52,3 +58,24 @@ async def test_a_request_that_fails_verification_is_handed_to_the_physical_job(s
     assert status.state == "pending"
     run = await saga.physical([result.request_id])  # and the job covers it: an attestation is signed
     assert run.attested == 1, run
+
+
+def test_the_documented_qdrant_setting_turns_the_qdrant_store_on(
+    local_stack: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/adding-a-store.md: ``ERASURE_QDRANT_PATH`` names the Qdrant store's directory. Before, the worker's
+    settings validation refused it (``unknown setting: ERASURE_QDRANT_PATH``) and nothing started."""
+    for name, value in local_stack.env().items():
+        monkeypatch.setenv(name, value)
+    directory = tmp_path / "qdrant"
+    monkeypatch.setenv("ERASURE_QDRANT_PATH", str(directory))
+    settings = Settings.from_env()  # what ``erasure worker`` (every command) runs first
+    platform = build_platform(settings)
+    try:
+        assert "qdrant_memory" in platform.adapters.names, platform.adapters.not_configured
+        assert platform.adapters.get("qdrant_memory").store.path == str(directory)  # type: ignore[attr-defined]
+    finally:
+        platform.close()
+    monkeypatch.setenv("ERASURE_QDRANT_PTH", str(directory))  # a misspelt store setting is still refused
+    with pytest.raises(ConfigError, match=r"ERASURE_QDRANT_PTH \(did you mean ERASURE_QDRANT_PATH\?\)"):
+        Settings.from_env()
