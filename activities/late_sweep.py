@@ -11,6 +11,7 @@ from temporalio import activity
 
 from activities.support import PlatformActivities, count
 from stores.books.request_record import LateSweepNote
+from stores.ledgers.owner_holds import OwnerHeld
 from stores.operations.late_sweep import MALFORMED_LOG_LINES, sweep_erased_subject
 from workflows.contracts.erasure import Activities, SweepFinding, SweepPage, SweepPageInput, SweepSubjectInput
 
@@ -33,7 +34,11 @@ class LateSweepActivities(PlatformActivities):
         if self.platform.requests.active_hold(entry.subject_key) is not None:  # a hold wins, right before the work
             log.info("late_sweep_held", subject_key=entry.subject_key, request_id=entry.request_id)
             return SweepFinding(entry.request_id, entry.subject_key, {}, held=True)
-        counts = sweep_erased_subject(self.platform, entry)
+        try:
+            counts = sweep_erased_subject(self.platform, entry)
+        except OwnerHeld:  # a store's gate found a hold placed since the read above: kept, as held
+            log.info("late_sweep_held", subject_key=entry.subject_key, request_id=entry.request_id)
+            return SweepFinding(entry.request_id, entry.subject_key, {}, held=True)
         malformed = counts.pop(MALFORMED_LOG_LINES, 0)  # others' bad lines, kept: reported, not a finding
         if malformed:
             log.warning("malformed_log_lines_kept", subject_key=entry.subject_key, lines=malformed)

@@ -21,6 +21,7 @@ from activities.support import PlatformActivities, beat, count, heartbeat_detail
 from stores.adapters.interface import Subject
 from stores.adapters.registry import AdapterRegistry
 from stores.adapters.side_by_side import side_by_side, within
+from stores.ledgers.owner_holds import OwnerHeld
 from stores.physical.evidence import mark_deleted
 from stores.platform import Platform
 from stores.privacy.redaction import sensitive
@@ -51,16 +52,22 @@ def erase_in(
     the next batch; a hold found there stops the step, its result ``held`` with the cursor to resume from."""
     adapter = adapters.get(store)
 
+    start = heartbeat_details(dict(cursor or {}))
+    last = [start]
+
     def guarded(details: dict[str, Any]) -> None:
         _beat(details)
+        last[0] = details
         if held is not None and held():
             raise HeldBetweenBatches(details)
 
     with sensitive(*([subject.user_id] if subject.user_id else [])):
         try:
-            counts = adapter.erase(subject, heartbeat_details(dict(cursor or {})), guarded)
+            counts = adapter.erase(subject, start, guarded)
         except HeldBetweenBatches as stop:
             return StepResult(store, held=True, resume=stop.cursor)
+        except OwnerHeld:  # a store's gate found the hold inside its change: that batch changed nothing
+            return StepResult(store, held=True, resume=last[0])
     return StepResult(store, counts)
 
 
@@ -111,7 +118,11 @@ class StoreStepActivities(PlatformActivities):
         if self.held(inp.subject_key):
             return StepResult("sweep", held=True)
         deleted_in: set[str] = set()
-        found, _reported = sweep_all(self.adapters, subject, inp.stores, deleted_in)
+        try:
+            found, _reported = sweep_all(self.adapters, subject, inp.stores, deleted_in)
+        except OwnerHeld:  # a store's gate found a hold placed since: the sweep runs again after the release
+            mark_deleted(self.platform.pool, inp.request_id, deleted_in)
+            return StepResult("sweep", held=True)
         # by when the sweep's deletions were done, per store: the physical clean-up's evidence must be read
         # after it to cover them (``stores.physical.evidence``)
         mark_deleted(self.platform.pool, inp.request_id, deleted_in)

@@ -25,6 +25,23 @@ from typing import Any
 from psycopg import Connection
 
 
+class OwnerHeld(Exception):
+    """A change found the owner of the data it was about to change under a legal hold, inside its own
+    transaction: nothing of it was changed. A step stops there and waits for the release (``held``)."""
+
+    def __init__(self, owners: int = 1) -> None:
+        super().__init__(f"{owners} owner(s) of the data are under a legal hold: nothing was changed")
+        self.owners = owners
+
+
+def refuse_if_held(conn: Connection[tuple[Any, ...]], owners: Iterable[str]) -> None:
+    """``held_subjects`` for a change that is all one owner's (or all or nothing): raises ``OwnerHeld`` when
+    any of ``owners`` is under a hold, before anything changed, so the caller's transaction changes nothing."""
+    held = held_subjects(conn, owners)
+    if held:
+        raise OwnerHeld(len(held))
+
+
 def hold_lock_key(subject_key: str) -> str:
     """Name of the owner's hold lock: placing a hold takes it exclusively, a change of the owner's data shared."""
     return f"legal-hold:{subject_key}"

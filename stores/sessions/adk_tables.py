@@ -4,6 +4,9 @@ ADK's own ``delete_session`` removes a session and its events but leaves the use
 behind; this adapter erases it explicitly. Every statement is an indexed lookup: ``sessions`` and
 ``user_states`` by primary key prefix (app, user), ``events`` by ADK's (app, user, session) index, and
 the sweep by tombstoned session id through ``erasure_*`` indexes added by migration 0004.
+
+Every delete is gated (``stores.ledgers.owner_holds``): inside its transaction it reads the hold of the rows'
+owner (under the owner's hold lock) and, when the owner is held, raises ``OwnerHeld`` before anything goes.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from datetime import datetime
 
 from psycopg_pool import ConnectionPool
 
-from stores.privacy.identity import stored_user_ids
+from stores.ledgers.owner_holds import refuse_if_held
+from stores.privacy.identity import hash_or_none, is_subject_key, stored_user_ids
 from stores.sessions.schema import check_schema
 
 
@@ -48,6 +52,11 @@ class SessionStore:
         """The ``user_id`` column values the user's rows may hold: the subject key, then the raw id."""
         return stored_user_ids(self._secret, app_name, user_id)
 
+    def _owners(self, app_name: str, stored: Sequence[str]) -> set[str]:
+        """The subject keys of the users whose rows are filed under these ``user_id`` column values."""
+        keys = {value if is_subject_key(value) else hash_or_none(self._secret, app_name, value) for value in stored}
+        return {k for k in keys if k}
+
     def check_schema(self) -> None:
         if not self._checked:
             with self._pool.connection() as conn:
@@ -80,6 +89,7 @@ class SessionStore:
             return SessionCounts()
         ids, owner = list(session_ids), self.stored_ids(app_name, user_id)
         with self._pool.connection() as conn, conn.transaction():
+            refuse_if_held(conn, self._owners(app_name, owner))  # the gate, in the deleting transaction
             events = conn.execute(
                 "DELETE FROM events WHERE app_name = %s AND user_id = ANY(%s) AND session_id = ANY(%s)",
                 (app_name, owner, ids),
@@ -92,16 +102,18 @@ class SessionStore:
 
     def erase_user_state(self, app_name: str, user_id: str) -> SessionCounts:
         self.check_schema()
-        with self._pool.connection() as conn:
+        stored = self.stored_ids(app_name, user_id)
+        with self._pool.connection() as conn, conn.transaction():
+            refuse_if_held(conn, self._owners(app_name, stored))
             n = conn.execute(
-                "DELETE FROM user_states WHERE app_name = %s AND user_id = ANY(%s)",
-                (app_name, self.stored_ids(app_name, user_id)),
+                "DELETE FROM user_states WHERE app_name = %s AND user_id = ANY(%s)", (app_name, stored)
             ).rowcount
         return SessionCounts(user_states=n)
 
     def erase_user_state_before_stored(self, app_name: str, stored: str, before: datetime) -> SessionCounts:
         self.check_schema()
-        with self._pool.connection() as conn:
+        with self._pool.connection() as conn, conn.transaction():
+            refuse_if_held(conn, self._owners(app_name, [stored]))
             n = conn.execute(
                 "DELETE FROM user_states WHERE app_name = %s AND user_id = %s AND update_time < %s",
                 (app_name, stored, before),
@@ -176,6 +188,7 @@ class SessionStore:
         if not ids:
             return SessionCounts()
         with self._pool.connection() as conn, conn.transaction():
+            refuse_if_held(conn, self._owners(app_name, [stored]))
             events = conn.execute(
                 "DELETE FROM events WHERE app_name = %s AND user_id = %s AND session_id = ANY(%s) AND timestamp < %s",
                 (app_name, stored, ids, before),

@@ -199,3 +199,28 @@ async def test_a_hold_placed_between_two_batches_stops_the_step_at_the_next(
     assert not done.held
     assert done.counts["sessions"] == total
     assert platform.sessions.count_user(APP, target).sessions == 0
+
+
+async def test_the_session_tables_refuse_a_held_owners_rows_inside_the_delete(saga: SagaHarness) -> None:
+    """The sessions store's gate: a delete of a held user's sessions or state changes nothing, whoever calls
+    it (the activity's own hold read may have come before the hold)."""
+    from stores.ledgers.owner_holds import OwnerHeld
+
+    platform = saga.platform
+    app = f"{APP}-adk"
+    (user,) = user_ids(1, 3906, prefix="trust3")
+    await saga.seed(app, [user])
+    before = platform.sessions.count_user(app, user)
+    assert before.sessions >= 1
+    sk = subject_key(platform.config.subject_secret, app, user)
+    ids = platform.sessions.session_ids(app, user)
+    assert platform.requests.place_hold(sk, app, "hold", "counsel@x.example")
+    try:
+        with pytest.raises(OwnerHeld):
+            platform.sessions.erase_sessions(app, user, ids)
+        with pytest.raises(OwnerHeld):
+            platform.sessions.erase_user_state(app, user)
+        assert platform.sessions.count_user(app, user) == before
+    finally:
+        platform.requests.release_hold(sk, "done", "counsel@x.example")
+    assert platform.sessions.erase_sessions(app, user, ids).sessions == before.sessions
