@@ -27,7 +27,7 @@ from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
 from stores.infra.errors import CiphertextInvalid, DataKeyShredded
-from stores.ledgers.owner_holds import partition_by_hold
+from stores.ledgers.owner_holds import held_subjects, partition_by_hold
 from stores.ledgers.tombstones import fence_lock_key
 from stores.memory.common_digests import COMMON_HOLDERS, common_digests
 from stores.memory.lifecycle_rules import (
@@ -132,14 +132,20 @@ _CASTS = (
     "%s::vector, %s::text[]"
 )
 _INSERT_VALUES = _CASTS
-#: a duplicate of a row the subject already holds (same normalised words, still live) reinforces that row:
-#: its confidence is restored, it counts a hit, and it learns the new observation's session (so erasing that
-#: session still finds it); the new copy is not written
+#: a duplicate of a row the subject already holds (same normalised words, still live: not expired, same
+#: purpose and retention class) reinforces that row: its confidence is restored, it counts a hit, it learns the
+#: new observation's session (so erasing that session still finds it) and keeps the later of the two expiries;
+#: the new copy is not written. A re-statement with another purpose or retention, or of an expired row, is its
+#: own row (absorbed, its purpose and retention would be lost with the old row). Never a held owner's row:
+#: ``insert_fenced`` reads the owners' holds first and writes the observation as its own row instead.
 _REINFORCE = (
     "UPDATE memories SET reinforced_at = greatest(coalesce(reinforced_at, created_at), %s::timestamptz), "
     "confidence = greatest(confidence, %s::real), hits = hits + 1, "
-    "source_sessions = ARRAY(SELECT DISTINCT s FROM unnest(source_sessions || %s::text[]) AS s ORDER BY s) "
+    "source_sessions = ARRAY(SELECT DISTINCT s FROM unnest(source_sessions || %s::text[]) AS s ORDER BY s), "
+    "expires_at = greatest(expires_at, %s::timestamptz) "
     "WHERE subject_key = %s AND content_digest = %s AND state IN ('active', 'challenged') AND kind = %s "
+    "AND purpose = %s AND retention_class = %s AND (expires_at IS NULL) = (%s::timestamptz IS NULL) "
+    "AND (expires_at IS NULL OR expires_at > now()) "
     "AND id <> %s AND NOT EXISTS (SELECT 1 FROM user_tombstones WHERE subject_key = %s) "
     "AND NOT EXISTS (SELECT 1 FROM session_tombstones WHERE %s::text IS NOT NULL AND subject_key = %s "
     "AND session_digest = %s) RETURNING id"
@@ -261,13 +267,17 @@ class MemoryStore:
         with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
             for sk in sorted({r[3] for r in rows}):
                 cur.execute("SELECT pg_advisory_xact_lock_shared(hashtextextended(%s, 0))", (fence_lock_key(sk),))
+            # reinforcing changes an existing row: never a held owner's (the gate; inserting is not a change)
+            held = held_subjects(conn, {r[3] for r in rows}) if reinforce else set()
             for r in rows:
                 digest = session_digest(self._secret, r[3], r[4]) if r[4] else None
-                if reinforce and not r[24] and not r[25]:  # a correction or a contradiction stays its own row
-                    cur.execute(_REINFORCE, (r[13], r[20], r[7], r[3], r[27], r[5], r[0], r[3], digest, r[3], digest))
-                    held = cur.fetchone()
-                    if held is not None:
-                        reinforced.append(held[0])
+                if reinforce and not r[24] and not r[25] and r[3] not in held:  # a correction stays its own row
+                    sets = (r[13], r[20], r[7], r[16])  # reinforced_at, confidence, sessions, expiry
+                    same = (r[3], r[27], r[5], r[14], r[15], r[16], r[0])  # owner, words, kind, purpose, retention
+                    cur.execute(_REINFORCE, (*sets, *same, r[3], digest, r[3], digest))
+                    again = cur.fetchone()
+                    if again is not None:
+                        reinforced.append(again[0])
                         continue
                 cur.execute(_FENCED_INSERT, (*r, r[3], digest, r[3], digest))
                 if cur.fetchone() is not None:

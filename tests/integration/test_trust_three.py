@@ -224,3 +224,52 @@ async def test_the_session_tables_refuse_a_held_owners_rows_inside_the_delete(sa
     finally:
         platform.requests.release_hold(sk, "done", "counsel@x.example")
     assert platform.sessions.erase_sessions(app, user, ids).sessions == before.sessions
+
+
+def _row(platform: Platform, row_id: object) -> tuple[object, ...]:
+    with platform.pool.connection() as conn:
+        row = conn.execute("SELECT * FROM memories WHERE id = %s", (row_id,)).fetchone()
+    assert row is not None
+    return tuple(row)
+
+
+def test_a_duplicate_write_never_reinforces_a_held_owners_row(platform: Platform) -> None:
+    """Item 9: writing the same words again reinforced a held owner's row (hits, ``reinforced_at``, decay
+    reset). The row stays byte-identical; the new observation is its own row."""
+    from stores.memory.rows import NewMemory
+
+    app = f"{APP}-reinforce"
+    (user,) = user_ids(1, 3907, prefix="trust3")
+    sk = subject_key(platform.config.subject_secret, app, user)
+    first = NewMemory(app, user, "prefers the blue kettle", kind="fact")
+    assert platform.memory_store.insert_fenced([first]).inserted == [first.id]
+    before = _row(platform, first.id)
+    assert platform.requests.place_hold(sk, app, "hold", "counsel@x.example")
+    try:
+        again = NewMemory(app, user, "prefers the blue kettle", kind="fact")
+        wrote = platform.memory_store.insert_fenced([again])
+    finally:
+        platform.requests.release_hold(sk, "done", "counsel@x.example")
+    assert _row(platform, first.id) == before
+    assert wrote.reinforced == []
+    assert wrote.inserted == [again.id]
+
+
+def test_a_restatement_is_never_absorbed_into_an_expired_row(platform: Platform) -> None:
+    """Item 9: a re-statement with its own purpose and retention was absorbed into an already expired row and
+    lost with it at the next expiry. An expired row, or one of another purpose or retention, absorbs nothing."""
+    from stores.memory.rows import NewMemory
+
+    app = f"{APP}-expired"
+    (user,) = user_ids(1, 3908, prefix="trust3")
+    old = NewMemory(app, user, "lives near the harbour", kind="fact", retention_class="working_context")
+    assert platform.memory_store.insert_fenced([old]).inserted == [old.id]
+    with platform.pool.connection() as conn:
+        conn.execute("UPDATE memories SET expires_at = now() - interval '1 hour' WHERE id = %s", (old.id,))
+    before = _row(platform, old.id)
+    restated = NewMemory(app, user, "lives near the harbour", kind="fact", retention_class="working_context")
+    wrote = platform.memory_store.insert_fenced([restated])
+    assert wrote.inserted == [restated.id]
+    assert _row(platform, old.id) == before
+    live = NewMemory(app, user, "lives near the harbour", kind="fact", purpose="support")
+    assert platform.memory_store.insert_fenced([live]).inserted == [live.id]  # another purpose: its own row
