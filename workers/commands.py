@@ -451,10 +451,17 @@ def _replay_tombstones(_args: argparse.Namespace, settings: Settings) -> int:
     with _platform(settings) as platform:
         entries, totals = replay_tombstones(platform)
         transitions, lifecycle = replay_lifecycle(platform)
-    removed = ", ".join(f"{k}={v}" for k, v in sorted(totals.items()) if v) or "nothing to remove"
+
+    def listed(counts: dict[str, int], held: bool) -> str:
+        return ", ".join(f"{k}={v}" for k, v in sorted(counts.items()) if v and k.endswith("_held") == held)
+
+    removed = listed(totals, held=False) or "nothing to remove"
     print(f"replayed {entries} erasures from the tombstone journal: {removed}")
-    changed = ", ".join(f"{k}={v}" for k, v in sorted(lifecycle.items()) if v) or "nothing to change"
+    changed = listed(lifecycle, held=False) or "nothing to change"
     print(f"replayed {transitions} memory lifecycle transitions (forgets, expiries, evictions, corrections): {changed}")
+    # what a legal hold kept (the owner's hold wins over the replay): said, never counted as removed
+    kept = ", ".join(part for part in (listed(totals, held=True), listed(lifecycle, held=True)) if part)
+    print(f"kept under a legal hold: {kept or 'nothing'}")
     return 0
 
 

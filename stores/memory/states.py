@@ -57,13 +57,15 @@ def _in_states(
     return [i for i in ids if i in found]
 
 
-def _settle(conn: Connection[tuple[Any, ...]], subject_key: str, settled: Sequence[uuid.UUID]) -> list[uuid.UUID]:
+def settle_challenges(
+    conn: Connection[tuple[Any, ...]], subject_key: str, settled: Sequence[uuid.UUID]
+) -> list[uuid.UUID]:
     """Undo exactly what the contradictions raised by ``settled`` (rows now superseded) marked: each row
     challenged by one of them loses those ids from ``challenged_by`` and is active again once none is left.
     The subject's rows are found by the subject key index; rows of other owners marked by a contradiction
     recorded before contradictions stayed within the subject (a summary under another user drawn from a
     restored row) through the provenance index. Returns the held rows kept as they were
-    (``partition_by_hold``)."""
+    (``partition_by_hold``). The lifecycle replay settles a replayed correction with it too."""
     if not settled:
         return []
     own = [
@@ -195,7 +197,7 @@ class MemoryStates:
                     "UPDATE memories SET state = 'superseded' WHERE id = ANY(%s) AND state IN ('active', 'challenged')",
                     (derived,),
                 )
-            held += _settle(conn, subject_key, own)
+            held += settle_challenges(conn, subject_key, own)
         return Superseded(sorted(str(i) for i in own), sorted(str(i) for i in derived), sorted({str(i) for i in held}))
 
     def challenge(self, subject_key: str, old_ids: Sequence[str], by_id: str) -> Challenged:
