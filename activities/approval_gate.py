@@ -38,6 +38,7 @@ from workflows.contracts.expiry import ExpiryActivityNames
 from workflows.contracts.forget import ForgetActivityNames, forget_workflow_id
 from workflows.contracts.key_epochs import KeyEpochActivityNames
 from workflows.contracts.physical import PhysicalActivityNames
+from workflows.contracts.reconcile import ReconcileActivityNames
 from workflows.contracts.reseal import ResealActivityNames
 
 #: activity name -> the kind of request whose approval it needs
@@ -87,6 +88,9 @@ PLATFORM = frozenset(
         PhysicalActivityNames.ATTEST,
         PhysicalActivityNames.WATCH,
         PhysicalActivityNames.KEYS,
+        # the reconciler: fails open requests whose workflow Temporal reports closed or missing (and lifts the
+        # fence a running, thus approved, saga left), as the saga's own failure would
+        ReconcileActivityNames.RECONCILE,
     }
 )
 

@@ -62,6 +62,7 @@ ACTIONS = (
     "forget_denied",
     "forget_decision_refused",  # a decision the rules refused (the filer's own, a forget not waiting)
     "decision_refused",  # an erasure's approval, denial or cancellation the rules refused
+    "approval_voided",  # a decision recorded for a workflow that then did not take it, deleted (issue 40)
     "access_refused",  # a signed-in caller refused a route their roles do not allow (issue 27)
     "history_viewed",  # a workflow's history read through the console's Temporal UI proxy
     "payloads_decoded",  # Temporal payloads decoded through the console's codec endpoint

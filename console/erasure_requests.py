@@ -10,6 +10,7 @@ answered ``409`` and writes nothing to the workflow history.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from dataclasses import asdict, dataclass
 from datetime import date
@@ -22,6 +23,7 @@ from temporalio.service import RPCError
 from console.context import Console
 from console.identity import Principal, actor_ref
 from console.permissions import PERMISSIONS, reach, reaches
+from stores.books.approvals import Approval
 from stores.books.approvals import Decision as ApprovalDecision
 from stores.books.request_filing import Filing, FilingInvalid, filing
 from stores.books.requests import ACTIVE_STATES, ErasureRequestRow
@@ -34,6 +36,8 @@ from workers.service import (
     days_left,
     exact_user_id,
     file_request,
+    progress,
+    reconcile_stranded,
     running_stages,
     signal_hold_change,
     ui_link,
@@ -86,6 +90,8 @@ def summary(console: Console, row: ErasureRequestRow) -> dict[str, Any]:
         "due_at": row.due_at.isoformat(),
         "completed_at": row.completed_at.isoformat() if row.completed_at else None,
         "days_left": days_left(row) if row.state in ACTIVE_STATES else None,
+        # why a failed request failed when its workflow could not say (the reconciler: ``workflow_terminated``...)
+        "failure_reason": row.record.failure_reason,
         "temporal_ui": ui_link(console.settings, row.request_id),
     }
 
@@ -191,12 +197,14 @@ async def decide(
     The decision is recorded, signed, in the approval store, which the worker reads before anything
     destructive: an approval or a denial before the workflow hears of it (so the workflow never runs ahead of
     the record), a cancellation after the workflow took it (a cancellation it refused, the saga already
-    under way, must not stop the saga half-way)."""
+    under way, must not stop the saga half-way). The record and the update are one outcome: a decision the
+    workflow did not take is voided (the row this call wrote deleted, audited), and the request is
+    reconciled at once, so a request whose workflow is gone shows as failed with the reason (issue 40 item 4)."""
     row = request_row(console, request_id, p)
     filer = await asyncio.to_thread(filer_of, console, row)
     me = actor_ref(console.actor_secret, p.human)  # the person, whichever of their tokens they use
     record = functools.partial(
-        console.platform.approvals.record,
+        console.platform.approvals.record_new,
         request_id=row.request_id,
         subject_key=row.subject_key,
         kind="erasure",
@@ -206,9 +214,13 @@ async def decide(
         decided_by=me,
     )
 
+    written: list[Approval] = []  # the row this call wrote, if any: voided when the workflow does not take it
+
     def recorded() -> None:  # the signed decision and its audit entry: one transaction, both or neither
         entry = functools.partial(console.audit.append, p.actor, action, request_id, {"reason": reason})
-        record(also=lambda conn: entry(conn=conn))
+        approval, new = record(also=lambda conn: entry(conn=conn))
+        if new:
+            written.append(approval)
 
     try:
         within_reach(console, p, row, ACTION_PERMISSION[action])  # 403, audited, when out of reach
@@ -219,8 +231,12 @@ async def decide(
                 raise HTTPException(409, str(exc)) from None
         decision = await _update(console, request_id, update, Decision(me))
     except HTTPException as exc:
+        if written and not await _taken(console, request_id, action):
+            await asyncio.to_thread(_void, console, p, written[0], str(exc.detail))
         console.audit.append(p.actor, "decision_refused", request_id, {"action": action, "reason": exc.detail})
         console.metrics.decisions.labels(action, "refused").inc()
+        with contextlib.suppress(RPCError):  # best effort: the scheduled reconciler runs anyway
+            await reconcile_stranded(console.client, console.platform, row.subject_key)
         raise
     console.metrics.decisions.labels(action, "taken").inc()
     if action == "cancelled":
@@ -229,6 +245,24 @@ async def decide(
         except NotApproved:  # nothing approved yet: the workflow's cancellation is enough, audited alone
             console.audit.append(p.actor, action, request_id, {"reason": reason})
     return {"decision": decision}
+
+
+async def _taken(console: Console, request_id: str, action: str) -> bool:
+    """Whether the workflow holds ``action`` after all (an update answered with an error after it was taken)."""
+    shown = await progress(console.client, request_id)
+    return shown is not None and shown.approval == action
+
+
+def _void(console: Console, p: Principal, approval: Approval, why: str) -> None:
+    """Delete the decision this call wrote, with its audit entry, in one transaction."""
+    entry = functools.partial(
+        console.audit.append,
+        p.actor,
+        "approval_voided",
+        approval.request_id,
+        {"decision": approval.decision, "why": why},
+    )
+    console.platform.approvals.void(approval, also=lambda conn: entry(conn=conn))
 
 
 #: the permission each decision needs, for its reach (the route's guard checked the role already)

@@ -3,9 +3,13 @@
 Every payload (inputs, results, heartbeat details, memos, failure attributes) is AES-256-GCM encrypted
 before it leaves the process, so Temporal's history holds only ciphertext. The clients and workers decode
 strictly: a payload that is not ours (plain JSON sent by ``temporal workflow start``, Temporal UI's start or
-signal form, a forged input) is refused (``PlaintextPayload``), so nobody without the payload key can hand a
-workflow an input, a signal or an update; the workflow task fails with that reason and no step runs. The
-codec endpoints for Temporal UI decode leniently (a clear payload is shown as it is) and never encode.
+signal form, a forged ciphertext under our key's id) is refused, so nobody without the payload key can hand a
+workflow an input, a signal or an update. It is refused without failing the whole workflow task (which would
+strand the workflow for ever, issue 40 item 4): the codec hands on an empty ``binary/refused`` payload, read as
+a ``RefusedPayload`` that raises ``PlaintextPayload`` at first use (a workflow input: the task fails with that
+reason and no step runs), and the workflow interceptor (``workflows.foreign_payloads``) drops and audits a
+signal, and refuses an update, that carries one. The codec endpoints for Temporal UI decode leniently (a clear
+payload is shown as it is) and never encode.
 Used together with ``DefaultFailureConverterWithEncodedAttributes``, which moves error messages and stack traces into an
 encoded (thus encrypted) payload. Operators decode for Temporal UI through ``erasure codec-server``.
 
@@ -22,17 +26,25 @@ import dataclasses
 import hashlib
 import os
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import temporalio.converter
+from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
-from temporalio.converter import PayloadCodec
+from temporalio.converter import (
+    CompositePayloadConverter,
+    DefaultPayloadConverter,
+    EncodingPayloadConverter,
+    PayloadCodec,
+)
+
+from workflows.contracts.foreign import PlaintextPayload, RefusedPayload
 
 ENCODING = b"binary/encrypted"
-
-
-class PlaintextPayload(ValueError):
-    """A payload that is not encrypted with our codec, refused by a strict decode."""
+#: what a strict decode hands on for a payload it refused: no data, converted to ``RefusedPayload``
+REFUSED = b"binary/refused"
+__all__ = ["ENCODING", "REFUSED", "EncryptionCodec", "PlaintextPayload", "UnknownPayloadKey", "data_converter"]
 
 
 class UnknownPayloadKey(ValueError):
@@ -78,9 +90,7 @@ class EncryptionCodec(PayloadCodec):
         out = []
         for p in payloads:
             if p.metadata.get("encoding", b"") != ENCODING:
-                if self._strict:
-                    raise PlaintextPayload("refused a payload that is not encrypted with the orchestrator's key")
-                out.append(p)
+                out.append(_REFUSED_PAYLOAD if self._strict else p)
                 continue
             key_id = p.metadata.get("encryption-key-id", b"").decode()
             cipher = self._ciphers.get(key_id)
@@ -89,8 +99,37 @@ class EncryptionCodec(PayloadCodec):
                     f"payload sealed under key id {key_id or '(none)'}, which is neither the current payload key "
                     f"nor one of ERASURE_PAYLOAD_OLD_KEYS (known key ids: {', '.join(self.key_ids)})"
                 )
-            out.append(Payload.FromString(cipher.decrypt(p.data[:12], p.data[12:], None)))
+            try:
+                out.append(Payload.FromString(cipher.decrypt(p.data[:12], p.data[12:], None)))
+            except InvalidTag:  # our key's id on bytes our key did not seal: forged
+                if not self._strict:
+                    raise
+                out.append(_REFUSED_PAYLOAD)
         return out
+
+
+_REFUSED_PAYLOAD = Payload(metadata={"encoding": REFUSED})
+
+
+class RefusedPayloadConverter(EncodingPayloadConverter):
+    """``binary/refused`` payloads to ``RefusedPayload`` (whatever type was expected), and back."""
+
+    @property
+    def encoding(self) -> str:
+        return REFUSED.decode()
+
+    def to_payload(self, value: Any) -> Payload | None:
+        return Payload(metadata={"encoding": REFUSED}) if isinstance(value, RefusedPayload) else None
+
+    def from_payload(self, payload: Payload, type_hint: type | None = None) -> Any:
+        return RefusedPayload()
+
+
+class PayloadConverter(CompositePayloadConverter):
+    """The SDK's default converters, and ``RefusedPayloadConverter`` first."""
+
+    def __init__(self) -> None:
+        super().__init__(RefusedPayloadConverter(), *DefaultPayloadConverter.default_encoding_payload_converters)
 
 
 def data_converter(key: bytes, old_keys: Iterable[bytes] = ()) -> temporalio.converter.DataConverter:
@@ -98,5 +137,6 @@ def data_converter(key: bytes, old_keys: Iterable[bytes] = ()) -> temporalio.con
     return dataclasses.replace(
         temporalio.converter.DataConverter.default,
         payload_codec=EncryptionCodec(key, old_keys, strict=True),
+        payload_converter_class=PayloadConverter,
         failure_converter_class=temporalio.converter.DefaultFailureConverterWithEncodedAttributes,
     )

@@ -1,5 +1,5 @@
-"""The Temporal Schedules of the late-writer sweep, the retention-expiry sweep, the wrapping-key epoch job and
-the physical clean-up job: install (idempotent), list, pause, resume, trigger."""
+"""The Temporal Schedules of the late-writer sweep, the retention-expiry sweep, the wrapping-key epoch job, the
+physical clean-up job and the request reconciler: install (idempotent), list, pause, resume, trigger."""
 
 from __future__ import annotations
 
@@ -25,23 +25,29 @@ from workflows.contracts.erasure import SWEEP_WORKFLOW, SweepInput
 from workflows.contracts.expiry import EXPIRY_RUN_ID, EXPIRY_WORKFLOW, ExpiryInput
 from workflows.contracts.key_epochs import KEY_EPOCH_RUN_ID, KEY_EPOCH_WORKFLOW, KeyEpochInput
 from workflows.contracts.physical import PHYSICAL_RUN_ID, PHYSICAL_WORKFLOW, PhysicalJobInput
+from workflows.contracts.reconcile import RECONCILE_RUN_ID, RECONCILE_WORKFLOW, ReconcileInput
 
 SCHEDULE_ID = "late-writer-sweep"
 EXPIRY_SCHEDULE_ID = "retention-expiry-sweep"
 KEY_EPOCH_SCHEDULE_ID = "key-epoch-rotation"
 PHYSICAL_SCHEDULE_ID = "physical-cleanup"
+RECONCILE_SCHEDULE_ID = "request-reconciler"
 #: every schedule ``install`` installs
-SCHEDULE_IDS = (SCHEDULE_ID, EXPIRY_SCHEDULE_ID, KEY_EPOCH_SCHEDULE_ID, PHYSICAL_SCHEDULE_ID)
+SCHEDULE_IDS = (SCHEDULE_ID, EXPIRY_SCHEDULE_ID, KEY_EPOCH_SCHEDULE_ID, PHYSICAL_SCHEDULE_ID, RECONCILE_SCHEDULE_ID)
 #: the schedules by the name ``erasure schedule --sweep`` takes
 BY_NAME = {
     "late-writer": SCHEDULE_ID,
     "expiry": EXPIRY_SCHEDULE_ID,
     "key-epochs": KEY_EPOCH_SCHEDULE_ID,
     "physical": PHYSICAL_SCHEDULE_ID,
+    "reconcile": RECONCILE_SCHEDULE_ID,
 }
 #: how often the key-epoch job looks (it rotates only when the current epoch is ERASURE_KEY_EPOCH_DAYS old):
 #: one of the two terms besides the period and the retention in the shredding bound (``EpochPolicy``)
 KEY_EPOCH_CHECK = timedelta(days=1)
+#: how often the reconciler looks for requests whose workflow is closed or missing (a filing checks its own
+#: subject at once; this bounds how long any other stranded request shows as open)
+RECONCILE_EVERY = timedelta(minutes=10)
 
 
 def sweep_schedule(settings: Settings) -> Schedule:
@@ -117,6 +123,18 @@ def physical_schedule(settings: Settings) -> Schedule:
     )
 
 
+def reconcile_schedule(settings: Settings) -> Schedule:
+    """The request reconciler (issue 40 item 4): fails open requests whose workflow is closed or missing."""
+    return Schedule(
+        action=ScheduleActionStartWorkflow(
+            RECONCILE_WORKFLOW, ReconcileInput(), id=RECONCILE_RUN_ID, task_queue=settings.task_queue
+        ),
+        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=RECONCILE_EVERY)]),
+        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
+        state=ScheduleState(note="request reconciler: fail requests whose workflow is closed or missing"),
+    )
+
+
 async def install(client: Client, settings: Settings) -> str:
     """Install (or update) every scheduled job's schedule; ``created`` when any was new, else ``updated``."""
     outcomes = [
@@ -124,6 +142,7 @@ async def install(client: Client, settings: Settings) -> str:
         await _install(client, EXPIRY_SCHEDULE_ID, expiry_schedule(settings)),
         await _install(client, KEY_EPOCH_SCHEDULE_ID, key_epoch_schedule(settings)),
         await _install(client, PHYSICAL_SCHEDULE_ID, physical_schedule(settings)),
+        await _install(client, RECONCILE_SCHEDULE_ID, reconcile_schedule(settings)),
     ]
     return "created" if "created" in outcomes else "updated"
 

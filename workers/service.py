@@ -11,6 +11,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
+from activities.reconcile import reconcile
 from activities.request import worker_plan
 from stores.books.approvals import actor_ref
 from stores.books.request_filing import Filing
@@ -131,6 +132,9 @@ async def file_request(
         received = datetime.now(UTC)
         due_at = parse_due(due, received, settings)
         sk = validate_request(platform, app_name, user_id)
+        # a subject's open request whose workflow is closed or gone is failed first: attaching to it would
+        # strand this filing too (issue 40 item 4)
+        await reconcile_stranded(client, platform, sk)
         request_id, created = platform.requests.create(
             request_id=new_request_id(),
             subject_key=sk,
@@ -192,6 +196,12 @@ async def file_request(
             + ("waits for approval (four eyes)" if approval else "filed by the CLI"),
         )
         return Filed(request_id, sk, workflow_id(request_id), attached=not created, due_at=row.due_at)
+
+
+async def reconcile_stranded(client: Client, platform: Platform, subject: str) -> list[str]:
+    """Fail ``subject``'s open request when its workflow is closed or missing (``activities.reconcile``);
+    the ids of the requests failed."""
+    return (await reconcile(client, platform, subject_key=subject, limit=5)).failed
 
 
 def reverify_input(row: ErasureRequestRow, phase: str = "final") -> VerifyInput:

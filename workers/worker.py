@@ -37,6 +37,7 @@ from activities.key_epochs import KeyEpochActivities
 from activities.late_sweep import LateSweepActivities
 from activities.notify import NotifyActivities
 from activities.physical_job import PhysicalJobActivities
+from activities.reconcile import ReconcileActivities
 from activities.request import RequestActivities
 from activities.reseal import ResealActivities
 from activities.store_steps import StoreStepActivities
@@ -50,9 +51,11 @@ from workers.credential_reload import TemporalCredentials
 from workers.logging_setup import get_logger
 from workflows.erasure import ErasureWorkflow
 from workflows.expiry import ExpirySweepWorkflow
+from workflows.foreign_payloads import ForeignPayloads
 from workflows.forget import ForgetWorkflow
 from workflows.key_epochs import KeyEpochWorkflow
 from workflows.physical import PhysicalCleanupWorkflow
+from workflows.reconcile import ReconcileRequestsWorkflow
 from workflows.reseal import ResealSessionsWorkflow
 from workflows.sweep import LateWriterSweepWorkflow
 
@@ -104,6 +107,7 @@ def activity_objects(platform: Platform, signing_seed: bytes, adapters: AdapterR
         ExpiryActivities(platform),
         ResealActivities(platform),
         KeyEpochActivities(platform),
+        ReconcileActivities(platform),
     ]
 
 
@@ -121,13 +125,16 @@ def workflows() -> list[type]:
         ExpirySweepWorkflow,
         ResealSessionsWorkflow,
         KeyEpochWorkflow,
+        ReconcileRequestsWorkflow,
     ]
 
 
 def worker_interceptors(approvals: ApprovalStore, chaos_pause: float = 0.0) -> list[Interceptor]:
     """Every worker's interceptors, outermost first: the step boundary (error translation, log lines,
-    metrics, the crash-drill pause: ``activities.boundary``), the approval gate, the graceful shutdown."""
-    return [StepBoundary(chaos_pause), ApprovalInterceptor(approvals), GracefulShutdown()]
+    metrics, the crash-drill pause: ``activities.boundary``), the approval gate, the graceful shutdown; and
+    for workflows, foreign signals and updates dropped or refused instead of failing the task
+    (``workflows.foreign_payloads``)."""
+    return [StepBoundary(chaos_pause), ApprovalInterceptor(approvals), GracefulShutdown(), ForeignPayloads()]
 
 
 def build_worker(

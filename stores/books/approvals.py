@@ -15,7 +15,10 @@ tag), binding the request id, the subject key, the kind, the path, the decision 
 row, a tag that does not verify, another subject, a decision other than ``approved`` or a four-eyes row
 decided by the person who filed it each raise ``NotApproved`` with a reason and no personal data.
 
-Decisions are final, but for one: an approval may still be cancelled during its waiting period.
+Decisions are final, but for one: an approval may still be cancelled during its waiting period. And a
+decision the console wrote but its request's workflow then refused to take (the workflow was terminated, or
+decided otherwise) is voided (``void``: the row it wrote is deleted, so ``require`` finds none): the record
+and the workflow never disagree about whether a request was approved (issue 40 item 4).
 """
 
 from __future__ import annotations
@@ -111,6 +114,31 @@ class ApprovalStore:
         """Record a decision; the one already recorded wins (``NotApproved`` when it differs), except that an
         approval may be cancelled. A four-eyes approval by the person who filed is refused. ``also`` runs in the
         same transaction (the decision's audit entry): both are written, or neither."""
+        return self.record_new(
+            request_id=request_id,
+            subject_key=subject_key,
+            kind=kind,
+            path=path,
+            decision=decision,
+            requested_by=requested_by,
+            decided_by=decided_by,
+            also=also,
+        )[0]
+
+    def record_new(
+        self,
+        *,
+        request_id: str,
+        subject_key: str,
+        kind: Kind,
+        path: Path,
+        decision: Decision,
+        requested_by: str,
+        decided_by: str,
+        also: Also | None = None,
+    ) -> tuple[Approval, bool]:
+        """``record``, and whether this call wrote the row (``False``: the same decision was already there):
+        only a row the caller wrote is one it may ``void``."""
         if kind not in KINDS or path not in PATHS or decision not in DECISIONS:
             raise ValueError("unknown approval kind, path or decision")
         if path == "four_eyes" and decision == "approved" and requested_by == decided_by:
@@ -138,7 +166,20 @@ class ApprovalStore:
                 approval = existing[0]  # the same decision again (a retry): idempotent
             if also is not None:
                 also(conn)
-        return approval
+        return approval, row is not None
+
+    def void(self, approval: Approval, also: Also | None = None) -> bool:
+        """Delete the row ``approval`` was recorded as, when it is still that row (``False`` otherwise: a later
+        decision replaced it). ``also`` runs in the same transaction (the audit entry saying so)."""
+        with self._pool.connection() as conn, conn.transaction():
+            gone = conn.execute(
+                "DELETE FROM request_approvals WHERE request_id = %s AND decision = %s AND decided_by = %s "
+                "AND decided_at = %s",
+                (approval.request_id, approval.decision, approval.decided_by, approval.decided_at),
+            ).rowcount
+            if gone and also is not None:
+                also(conn)
+        return bool(gone)
 
     def get(self, request_id: str) -> Approval | None:
         """The recorded decision, whether or not it verifies (``require`` is the check)."""

@@ -76,6 +76,9 @@ class RequestRecord:
     # ("lifted", "kept" when lifting failed too, "not_placed")
     failed_step: str | None = None
     fence_after_failure: str | None = None
+    # a request failed by the reconciler (``activities/reconcile.py``): why its workflow could not finish it
+    # (``workflow_terminated``, ``workflow_timed_out``, ``workflow_failed``, ``workflow_missing``...)
+    failure_reason: str | None = None
 
     @property
     def begun(self) -> bool:

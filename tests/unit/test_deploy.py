@@ -176,8 +176,33 @@ def test_deploy_has_the_expected_files() -> None:
         "iam/worker-policy.json",
         "iam/worker-policy-per-user-keys.json",
         "iam/console-policy.json",
+        "temporal/frontend-mtls.yaml",
+        "temporal/claim-mapper.yaml",
     ):
         assert (DEPLOY / rel).is_file(), f"deploy/{rel} is missing"
+
+
+def test_temporal_frontend_requires_client_certificates_and_only_the_orchestrator_writes() -> None:
+    """Issue 40 item 4: the frontend behind mTLS, and only the worker's and the console's identities may
+    signal or terminate; the claim mapper's CA is the one the frontend checks client certificates with."""
+    [server] = _yaml_docs(DEPLOY / "temporal/frontend-mtls.yaml")
+    tls, authorization = server["global"]["tls"], server["global"]["authorization"]
+    frontend = tls["frontend"]["server"]
+    assert frontend["requireClientAuth"] is True
+    assert frontend["certFile"]
+    assert frontend["keyFile"]
+    assert frontend["clientCaFiles"]
+    assert tls["internode"]["server"]["requireClientAuth"] is True
+    assert authorization["authorizer"] == "default"
+    [mapper] = _yaml_docs(DEPLOY / "temporal/claim-mapper.yaml")
+    assert authorization["claimMapper"] == "erasure-mtls"
+    assert mapper["clientCa"] in frontend["clientCaFiles"]
+    writers = {name for name, role in mapper["identities"].items() if role in ("writer", "admin")}
+    assert writers == {"erasure-worker", "erasure-console"}
+    assert set(mapper["identities"].values()) <= {"reader", "writer"}
+    readme = (DEPLOY / "README.md").read_text()
+    for name in ("temporal/frontend-mtls.yaml", "temporal/claim-mapper.yaml", *mapper["identities"]):
+        assert name in readme
 
 
 @pytest.mark.parametrize("path", _files(".yaml", ".yml"), ids=lambda p: str(p.relative_to(DEPLOY)))

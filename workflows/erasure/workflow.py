@@ -90,8 +90,12 @@ class ErasureWorkflow:
         )
 
     @workflow.signal
-    def hold_changed(self) -> None:
-        """A legal hold was placed or released for this subject: a waiting step re-reads the hold store now."""
+    def hold_changed(self, *_unused: object) -> None:
+        """A legal hold was placed or released for this subject: a waiting step re-reads the hold store now.
+
+        It takes no argument; the varargs let the SDK hand a sender's arguments on (it would drop them
+        unseen), so that the worker's interceptor drops and audits a signal whose argument the codec refused
+        (``workflows.foreign_payloads``, issue 40 item 4)."""
         self._gate.signals += 1
 
     # ----- approval (updates: a refused one is rejected by its validator and writes no history) ------
