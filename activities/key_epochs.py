@@ -73,21 +73,43 @@ class KeyEpochActivities(PlatformActivities):
         if target is None:
             raise RuntimeError("the target epoch is not recorded")
         cursor, done, gone, pages = str(state["cursor"]), int(state["done"]), int(state["gone"]), int(state["pages"])
+        skipped = int(state.get("skipped", 0))
         while pages < inp.max_pages:
             page = self.epochs.rewrap_page(inp.source, target, cursor, inp.page_size)
             if not page.last_key_id:
-                return self._result(inp, cursor, True, done, gone, pages)
+                return self._result(inp, cursor, True, (done, gone, pages, skipped))
             cursor, done, gone, pages = page.last_key_id, done + page.rewrapped, gone + page.gone, pages + 1
+            skipped += page.skipped
             count("data_keys_rewrapped", "data keys re-wrapped under a new wrapping-key epoch", page.rewrapped)
-            beat(version=BEAT_VERSION, source=inp.source, cursor=cursor, done=done, gone=gone, pages=pages)
-            if page.rewrapped + page.gone < inp.page_size:
-                return self._result(inp, cursor, True, done, gone, pages)
-        return self._result(inp, cursor, False, done, gone, pages)
+            beat(
+                version=BEAT_VERSION,
+                source=inp.source,
+                cursor=cursor,
+                done=done,
+                gone=gone,
+                pages=pages,
+                skipped=skipped,
+            )
+            if page.rewrapped + page.gone + page.skipped < inp.page_size:
+                return self._result(inp, cursor, True, (done, gone, pages, skipped))
+        return self._result(inp, cursor, False, (done, gone, pages, skipped))
 
     @staticmethod
-    def _result(inp: KeyEpochRewrapInput, cursor: str, done: bool, n: int, gone: int, pages: int) -> KeyEpochRewrapped:
-        log.info("key_epoch_rewrapped", source=inp.source, target=inp.target, rewrapped=n, gone=gone, source_done=done)
-        return KeyEpochRewrapped(cursor, done, n, gone, pages)
+    def _result(
+        inp: KeyEpochRewrapInput, cursor: str, done: bool, tally: tuple[int, int, int, int]
+    ) -> KeyEpochRewrapped:
+        """``tally``: re-wrapped, gone, pages, skipped (rows carrying a shredded key's id: an erased subject's)."""
+        n, gone, pages, skipped = tally
+        log.info(
+            "key_epoch_rewrapped",
+            source=inp.source,
+            target=inp.target,
+            rewrapped=n,
+            gone=gone,
+            skipped_shredded=skipped,
+            source_done=done,
+        )
+        return KeyEpochRewrapped(cursor, done, n, gone, pages, skipped_shredded=skipped)
 
     @activity.defn(name=KeyEpochActivityNames.RETIRE)
     def key_epoch_retire(self, inp: KeyEpochRetireInput) -> KeyEpochRetired:

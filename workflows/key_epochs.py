@@ -48,6 +48,7 @@ class KeyEpochWorkflow:
         self._source = 0
         self._rewrapped = 0
         self._gone = 0
+        self._skipped = 0  # rows carrying a shredded key's id (erased subjects'), left as they are
 
     @workflow.query
     def progress(self) -> KeyEpochProgress:
@@ -90,7 +91,15 @@ class KeyEpochWorkflow:
             compaction = compacted.done
         self._status = "done"
         return KeyEpochResult(
-            "done", self._epoch, opened.opened, self._rewrapped, self._gone, retired, deletions, compaction
+            "done",
+            self._epoch,
+            opened.opened,
+            self._rewrapped,
+            self._gone,
+            retired,
+            deletions,
+            compaction,
+            skipped_shredded=self._skipped,
         )
 
     async def _drain(self, source: int, inp: KeyEpochInput) -> bool:
@@ -108,6 +117,7 @@ class KeyEpochWorkflow:
                 )
                 self._rewrapped += page.rewrapped
                 self._gone += page.gone
+                self._skipped += page.skipped_shredded
                 cursor, done = page.cursor, page.done
             self._status = "retiring"
             result = await workflow.execute_activity(

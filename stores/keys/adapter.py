@@ -2,8 +2,10 @@
 
 Shredding makes every copy of the subject's sealed blobs unreadable: old object versions, dead tuples,
 backups. Per-user KMS key mode also schedules the user's own KMS key for deletion (before the rows go, so
-a failed call is retried). Remaining asks the database for wrapped keys, KMS for each per-user key's
-state, and tries to open the ciphertext sample captured when the request began.
+a failed call is retried). The shredded ids are tombstoned (``shredded_keys``, in the deleting transaction).
+Remaining asks the database for wrapped keys (dated before the shred, and any carrying a tombstoned id
+whatever its date), KMS for each per-user key's state, and tries to open the ciphertext sample captured when
+the request began. Sweeps remove the same: a row carrying a tombstoned id goes whatever its date.
 """
 
 from __future__ import annotations
@@ -53,6 +55,17 @@ class KeyReads:
                 "SELECT count(*) FROM data_keys WHERE subject_key = %(s)s "
                 "AND (%(b)s::timestamptz IS NULL OR created_at < %(b)s)",
                 {"s": subject, "b": before},
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    def shredded_ids_back(self, subject: str) -> int:
+        """The subject's wrapped keys carrying an id shredded before (``shredded_keys``): written back by a
+        re-wrap or a restore. Whatever their ``created_at``: a shredded id is never a returning user's key."""
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM data_keys d WHERE subject_key = %s "
+                "AND EXISTS (SELECT 1 FROM shredded_keys s WHERE s.key_id = d.key_id)",
+                (subject,),
             ).fetchone()
         return int(row[0]) if row else 0
 
@@ -149,6 +162,7 @@ class KeysAdapter:
         before = bound.keys_cutoff if bound else None
         counts = {
             "wrapped_keys": self.reads.wrapped_keys(subject.subject_key, before),
+            "shredded_key_ids_back": self.reads.shredded_ids_back(subject.subject_key),
             "kms_keys_not_pending_deletion": self.reads.kms_keys_still_usable(subject.subject_key, before),
         }
         sample = record.ciphertext_sample

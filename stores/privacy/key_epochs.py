@@ -6,7 +6,10 @@ opens the next epoch (a new KMS key), re-wraps every live data key under it (KMS
 pages in key order), retires each old epoch once no live data key uses it, and schedules an old epoch's KMS
 key for deletion once it is retired and ``retention`` (the longest backup retention) has passed since.
 A shredded data key is never re-wrapped: its copies (live pages, WAL, archives, snapshots, backups) stay
-wrapped under the epochs it lived in, whose KMS keys all end refusing use. The bound (``unwrappable_by``):
+wrapped under the epochs it lived in, whose KMS keys all end refusing use. Its id is tombstoned
+(``shredded_keys``): a row written back with it (by key id, not compare-and-set) is skipped by the re-wrap and
+counted (``RewrapPage.skipped``), and is no live key of its epoch, so the epoch still retires and its KMS key
+is still deleted. The bound (``unwrappable_by``):
 
     shredded_at + period + check_every   the epoch current at the shred is rotated away and retired
                 + retention + check_every  and its KMS key is scheduled for deletion (KMS refuses it from
@@ -87,6 +90,7 @@ class RewrapPage:
     rewrapped: int  # data keys re-wrapped under the target epoch
     gone: int  # shredded (or re-wrapped by another run) between the read and the write: left alone
     last_key_id: str  # keyset cursor ('' when the page was empty)
+    skipped: int = 0  # rows carrying a shredded key's id (``shredded_keys``: an erased subject's): never re-wrapped
 
 
 _COLUMNS = "epoch, kms_key_id, managed, created_at, retired_at, deletion_scheduled_at"
@@ -131,10 +135,12 @@ class KeyEpochs:
                 row = own.execute(query, params).fetchone()
         return int(row[0]) if row else 0
 
-    def _where(self, epoch: int) -> tuple[str, dict[str, Any]]:
+    def _where(self, epoch: int, *, live: bool = True) -> tuple[str, dict[str, Any]]:
+        """The epoch's rows of ``data_keys`` (``live``: but those carrying a shredded key's id)."""
+        shredded = " AND NOT EXISTS (SELECT 1 FROM shredded_keys s WHERE s.key_id = data_keys.key_id)" if live else ""
         if epoch == BASE_EPOCH:  # rows written before the first rotation carry no epoch
-            return "epoch IS NULL AND kms_key_id = %(configured)s", {"configured": self._configured}
-        return "epoch = %(epoch)s", {"epoch": epoch}
+            return "epoch IS NULL AND kms_key_id = %(configured)s" + shredded, {"configured": self._configured}
+        return "epoch = %(epoch)s" + shredded, {"epoch": epoch}
 
     # ----- rotate --------------------------------------------------------------------------------
 
@@ -183,17 +189,23 @@ class KeyEpochs:
     def rewrap_page(self, source: int, target: Epoch, after_key_id: str, limit: int) -> RewrapPage:
         """Re-wrap one page of the source epoch's live data keys under ``target`` (KMS ``ReEncrypt``: the
         plain key never leaves KMS). Compare-and-set on the wrapped bytes: a key shredded meanwhile stays
-        shredded, one written meanwhile is left as it is."""
-        sql, params = self._where(source)
+        shredded, one written meanwhile is left as it is. A row carrying a shredded key's id (an erased
+        subject's key written back) is skipped and counted, never re-wrapped."""
+        sql, params = self._where(source, live=False)
         after = uuid.UUID(after_key_id) if after_key_id else uuid.UUID(int=0)
         with self._pool.connection() as conn:
-            rows = conn.execute(
-                f"SELECT key_id, wrapped_key, kms_key_id FROM data_keys WHERE {sql} AND key_id > %(after)s "
-                "ORDER BY key_id LIMIT %(limit)s",
+            page = conn.execute(
+                "SELECT key_id, wrapped_key, kms_key_id, "
+                "EXISTS (SELECT 1 FROM shredded_keys s WHERE s.key_id = data_keys.key_id) "
+                f"FROM data_keys WHERE {sql} AND key_id > %(after)s ORDER BY key_id LIMIT %(limit)s",
                 {**params, "after": after, "limit": limit},
             ).fetchall()
-        if not rows:
+        if not page:
             return RewrapPage(0, 0, "")
+        rows = [r for r in page if not r[3]]
+        skipped, last = len(page) - len(rows), str(page[-1][0])
+        if not rows:
+            return RewrapPage(0, 0, last, skipped)
 
         def one(row: Sequence[Any]) -> bytes:
             out: Any = self._kms.re_encrypt(
@@ -210,7 +222,7 @@ class KeyEpochs:
                 "WHERE d.key_id = given.key_id AND d.wrapped_key = given.old RETURNING d.key_id",
                 (target.kms_key_id, target.epoch, [r[0] for r in rows], [bytes(r[1]) for r in rows], rewrapped),
             ).fetchall()
-        return RewrapPage(len(done), len(rows) - len(done), str(rows[-1][0]))
+        return RewrapPage(len(done), len(rows) - len(done), last, skipped)
 
     def retire(self, epoch: int) -> Epoch | None:
         """Mark an old epoch retired once no live data key uses it (``None`` while some still does). The

@@ -264,7 +264,9 @@ class DataKeyStore:
 
     def shred(self, subject_key: str, created_before: datetime | None = None) -> int:
         """Delete every wrapped key version of the subject (optionally only those created before a time,
-        so a returning user's new key survives a later sweep); idempotent. Returns versions destroyed.
+        so a returning user's new key survives a later sweep, and, whatever their date, those carrying an
+        id shredded before); idempotent. Returns versions destroyed. The destroyed ids are tombstoned in
+        ``shredded_keys`` in the deleting transaction.
 
         Per-user KMS key mode: the KMS keys' deletion is scheduled *first*, and the rows are deleted (with
         the KMS keys marked in ``subject_kms_keys``, one transaction) only once KMS accepted it or
@@ -273,8 +275,9 @@ class DataKeyStore:
         """
         with self._pool.connection() as conn:
             rows = conn.execute(
-                "SELECT key_id, kms_key_id FROM data_keys WHERE subject_key = %s "
-                "AND (%s::timestamptz IS NULL OR created_at < %s)",
+                "SELECT key_id, kms_key_id FROM data_keys d WHERE subject_key = %s "
+                "AND (%s::timestamptz IS NULL OR created_at < %s "
+                "OR EXISTS (SELECT 1 FROM shredded_keys s WHERE s.key_id = d.key_id))",
                 (subject_key, created_before, created_before),
             ).fetchall()
         kms_keys = sorted({r[1] for r in rows if r[1] != self._kms_key_id}) if self._per_user else []
@@ -291,6 +294,11 @@ class DataKeyStore:
             deleted = conn.execute(
                 "DELETE FROM data_keys WHERE key_id = ANY(%s) RETURNING key_id", ([r[0] for r in rows],)
             ).fetchall()
+            # the ids tombstoned with the delete: a row written back with one later is found whatever its date
+            conn.execute(
+                "INSERT INTO shredded_keys (key_id) SELECT unnest(%s::uuid[]) ON CONFLICT (key_id) DO NOTHING",
+                ([r[0] for r in deleted],),
+            )
         with self._lock:
             self._current.pop(subject_key, None)
             for (key_id,) in deleted:
@@ -313,6 +321,19 @@ class DataKeyStore:
                 if state in ("PendingDeletion", "PendingReplicaDeletion"):
                     return
             raise
+
+    def live_ids(self, key_ids: set[uuid.UUID]) -> set[uuid.UUID]:
+        """Those of ``key_ids`` whose wrapped key exists and was never shredded (read afresh, not from the
+        cache: a check's input)."""
+        if not key_ids:
+            return set()
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT key_id FROM data_keys d WHERE key_id = ANY(%s) "
+                "AND NOT EXISTS (SELECT 1 FROM shredded_keys s WHERE s.key_id = d.key_id)",
+                (sorted(key_ids),),
+            ).fetchall()
+        return {r[0] for r in rows}
 
     def count(self, subject_key: str) -> int:
         with self._pool.connection() as conn:

@@ -3,12 +3,14 @@
 Erase takes up to 500 digests from the subject's index at a time, records them in the request
 (``erased_refs``), then unlinks their entries and their index members in one transaction
 (``ResponseCache.erase_entries``): the index is never unlinked by itself, so no entry it named can outlive it
-(a crash leaves the rest findable; the index is the cursor; the heartbeat carries the count so far). Nothing
-walks the keyspace (no ``KEYS``, no ``SCAN``). ``capture`` names the index's digests at the request's start
-(``begin_request`` records them); remaining reads on its own: the index's size and, for every digest captured
-at the start or recorded by the erase, whether its entry exists (an index dropped before its entries leaves
-them orphaned: they are found by key all the same). Sweeps remove the entries the index dates before the
-erasure.
+(a crash leaves the rest findable; the index is the cursor; the heartbeat carries the count so far). Then
+the entries no index lists are found by the subject's key space (``SCAN`` ``MATCH`` on the subject's exact
+entry pattern, ``ResponseCache.unindexed``), recorded and unlinked (``unindexed_entries``). ``capture``
+names the index's digests at the request's start (``begin_request`` records them); remaining reads on its
+own: the index's size, for every digest captured at the start or recorded by the erase whether its entry
+exists, and the entries under the subject's key that no index lists (after completion: those sealed under
+no live data key, so a returning user's own never fail it). Sweeps remove the entries the index dates
+before the erasure and the unlisted ones sealed under no live key (the saga's own sweep: every unlisted one).
 
 ``forget_items`` (item forgetting and session erasure): the subject's entries, through the index, whose
 prompt or response (or both together) the forget's tombstone covers (a forgotten span, an erased session's
@@ -98,7 +100,18 @@ class ResponseCacheAdapter:
     def erase(self, subject: Subject, cursor: Mapping[str, Any], beat: Beat) -> dict[str, int]:
         if subject.request_id:
             self._record(subject, [])  # recorded as run, even with nothing to erase: the check's input
-        return {"cached_responses": self._erase_from_index(subject, None, beat, int(cursor.get("removed", 0)))}
+        removed = self._erase_from_index(subject, None, beat, int(cursor.get("removed", 0)))
+        return {"cached_responses": removed, "unindexed_entries": self._erase_unindexed(subject, stale_only=False)}
+
+    def _erase_unindexed(self, subject: Subject, *, stale_only: bool) -> int:
+        """The subject's entries no index lists, found by the subject's key space (recorded first, like the
+        index's): ``stale_only`` keeps a returning user's entries (a sweep after the erasure)."""
+
+        def record(digests: list[str]) -> None:
+            if subject.request_id:
+                self._record(subject, digests)
+
+        return self.cache.erase_unindexed(subject.app_name, subject.subject_key, stale_only=stale_only, on_batch=record)
 
     def _record(self, subject: Subject, digests: list[str]) -> None:
         def add(r: RequestRecord) -> RequestRecord:
@@ -123,11 +136,22 @@ class ResponseCacheAdapter:
             "entries_from_start_left": 0
             if bound
             else self.reads.entries_back(subject.app_name, subject.subject_key, sorted(set(at_start) - set(recorded))),
+            # found by the subject's key space, whatever the index says (after completion: those sealed under
+            # no live data key, copies from before the erasure; a returning user's own are not leftovers)
+            "unindexed_entries": sum(
+                len(batch)
+                for batch in self.cache.unindexed(subject.app_name, subject.subject_key, stale_only=bound is not None)
+            ),
         }
         return Remaining(counts)
 
     def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:
-        return Swept({"cached_responses": self._erase_from_index(subject, before, None)})
+        return Swept(
+            {
+                "cached_responses": self._erase_from_index(subject, before, None),
+                "unindexed_entries": self._erase_unindexed(subject, stale_only=before is not None),
+            }
+        )
 
     def forget_items(self, scope: ForgetScope, beat: Beat) -> dict[str, int]:
         client, app, sk = self.cache.client, scope.app_name, scope.subject_key

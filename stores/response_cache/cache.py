@@ -17,11 +17,14 @@ The index is never dropped while it names an entry: ``erase_entries`` takes its 
 hands them to the caller (who records them) and unlinks the entries and their members together in one
 transaction; a sorted set with no member left is gone by itself, so the index disappears exactly when the
 last entry it named does, and a crash at any point leaves every remaining entry named by it for the retry.
-An entry orphaned anyway (its index dropped by other code, or evicted by a server under memory pressure) is
-found by ``orphaned_entries``: the entry's key carries the subject key, so ``SCAN`` with ``MATCH`` on the
-subject's entry pattern finds it without the index. That walks the keyspace (no bounded lookup by key
-prefix exists on a Redis-protocol server; a cluster hash tag would bound it to one slot), so it is the deep
-check, not the erase path.
+An entry orphaned anyway (its index member dropped by other code, evicted by a server under memory pressure,
+or a replica's copy restored after the erasure) is found by the subject's key space: the entry's key carries
+the subject key, so ``SCAN`` with ``MATCH`` on the subject's exact entry pattern (``entry_pattern``: the app
+escaped, the subject key validated, then exactly ``DIGEST_LENGTH`` hex digits, so never another subject's)
+finds it without the index (``unindexed``, ``erase_unindexed``). The erase, the sweeps and the check all
+look there too, after the index (issue 39). That walks the keyspace (no bounded lookup by key prefix exists
+on a Redis-protocol server; a cluster hash tag would bound it to one slot): the one place where the cost
+follows the cache's size, paid once per erasure, per sweep and per check.
 """
 
 from __future__ import annotations
@@ -30,12 +33,15 @@ import hashlib
 import hmac
 import json
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import valkey
 
+from stores.infra.errors import CiphertextInvalid
+from stores.privacy.crypto import key_id_of
 from stores.privacy.identity import derived_key, key_part, subject_key, validate_subject_key
 
 if TYPE_CHECKING:
@@ -195,13 +201,45 @@ class ResponseCache:
     def orphaned_entries(self, app_name: str, subject: str) -> int:
         """The subject's entries its index does not name (or all of them, with no index): found by their keys
         (``SCAN`` ``MATCH`` on the subject's entry pattern, a walk of the keyspace), never by the raw id."""
-        index, found = index_key(app_name, subject), 0
+        return sum(len(batch) for batch in self.unindexed(app_name, subject))
+
+    def unindexed(self, app_name: str, subject: str, *, stale_only: bool = False) -> Iterator[list[str]]:
+        """Batches of the digests of the subject's entries its index does not name, found by their keys.
+
+        ``stale_only``: only those not sealed under a live data key (a shredded one: a copy from before an
+        erasure; or no envelope at all), so a returning user's entries are never taken for leftovers. A
+        database or server error is raised, never read as "nothing there"."""
+        index = index_key(app_name, subject)
         prefix_length = len(entry_key(app_name, subject, ""))
         for keys in self._scan_batches(entry_pattern(app_name, subject)):
             digests = [(k.decode() if isinstance(k, bytes) else str(k))[prefix_length:] for k in keys]
             scores = self.client.zmscore(index, digests)
-            found += sum(1 for score in scores if score is None)
-        return found
+            found = [d for d, score in zip(digests, scores, strict=True) if score is None]
+            if found and stale_only:
+                values = self.client.mget([entry_key(app_name, subject, d) for d in found])
+                sealed = {d: _key_id(bytes(v)) for d, v in zip(found, values, strict=True) if v is not None}
+                live = self._keys.live_ids({k for k in sealed.values() if k is not None})
+                found = [d for d, key_id in sealed.items() if key_id not in live]
+            if found:
+                yield found
+
+    def erase_unindexed(
+        self,
+        app_name: str,
+        subject: str,
+        *,
+        stale_only: bool = False,
+        on_batch: Callable[[list[str]], None] | None = None,
+    ) -> int:
+        """Remove the subject's entries its index does not name (``unindexed``), a batch at a time:
+        ``on_batch`` gets each batch's digests before anything of it is deleted. Returns how many went."""
+        removed = 0
+        for digests in self.unindexed(app_name, subject, stale_only=stale_only):
+            if on_batch:
+                on_batch(digests)
+            self.client.unlink(*(entry_key(app_name, subject, d) for d in digests))
+            removed += len(digests)
+        return removed
 
     def _scan_batches(self, pattern: str, count: int = 1000) -> Iterator[list[Any]]:
         cursor: int = 0
@@ -211,6 +249,14 @@ class ResponseCache:
                 yield list(keys)
             if int(cursor) == 0:
                 return
+
+
+def _key_id(sealed: bytes) -> uuid.UUID | None:
+    """The data key an entry is sealed under (``None``: not an envelope, so under no live key)."""
+    try:
+        return key_id_of(sealed)
+    except CiphertextInvalid:
+        return None
 
 
 def shared_cache(context: StoreContext) -> ResponseCache:

@@ -71,6 +71,7 @@ class KeyEpochRewrapped:
     rewrapped: int = 0
     gone: int = 0  # shredded meanwhile (never re-wrapped)
     pages: int = 0
+    skipped_shredded: int = 0  # rows carrying a shredded key's id (an erased subject's key written back): skipped
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,7 @@ class KeyEpochResult:
     retired: list[int] = field(default_factory=list)
     deletions: KeyEpochDeletions = field(default_factory=KeyEpochDeletions)
     compaction: dict[str, str] = field(default_factory=dict)
+    skipped_shredded: int = 0  # rows carrying a shredded key's id (erased subjects'): never re-wrapped
 
 
 @dataclass(frozen=True)
