@@ -25,6 +25,7 @@ from stores.forgetting.requests import ForgetPayload, ForgetRequestRow
 from stores.infra.errors import CiphertextInvalid, DataKeyShredded
 from stores.ledgers.forget_tombstones import TombstoneMatcher, journal_form
 from stores.ledgers.lifecycle_journal import LifecycleEntry
+from stores.ledgers.owner_holds import OwnerHeld
 from stores.privacy.identity import session_ref, subject_of_stored
 from verifier.receipts.attestation import file_physical
 from verifier.receipts.issuing import issue_once, software_version, verifications_json
@@ -105,7 +106,10 @@ class ForgetActivities(PlatformActivities):
         the details. Asked again right before the other stores change (their rows are the subject's own)."""
         if self.platform.requests.active_hold(sk) is None:
             return
-        raise ApplicationError(
+        raise self._held(sk, request_id)
+
+    def _held(self, sk: str, request_id: str) -> ApplicationError:
+        return ApplicationError(
             "a legal hold is active on the subject",
             {
                 "deleted_before_hold": ItemForgetter(self.platform.pool, self.platform.forgetting).recorded(
@@ -163,6 +167,12 @@ class ForgetActivities(PlatformActivities):
 
     @activity.defn(name=ForgetActivityNames.APPLY)
     def forget_apply(self, inp: ForgetStep) -> ForgetApplied:
+        try:
+            return self._apply(inp)
+        except OwnerHeld as held:  # a store's gate saw a hold committed since the reads above: nothing changed
+            raise self._held(inp.subject_key, inp.request_id) from held
+
+    def _apply(self, inp: ForgetStep) -> ForgetApplied:
         row, payload = self._open(inp.request_id, inp.subject_key, inp.app_name)
         sk, app, user = inp.subject_key, inp.app_name, payload.user_id
         if row.strength != "suppress":

@@ -26,7 +26,7 @@ from psycopg_pool import ConnectionPool
 
 from stores.infra.errors import CiphertextInvalid, DataKeyShredded
 from stores.ledgers.forget_tombstones import ForgetLedger
-from stores.ledgers.owner_holds import partition_by_hold
+from stores.ledgers.owner_holds import partition_by_hold, refuse_if_held
 from stores.privacy.identity import session_ref
 
 #: rows whose provenance names one of the given memory ids (one GIN probe per id)
@@ -180,6 +180,9 @@ class ItemForgetter:
             texts=texts,
         )
         with self._pool.connection() as conn, conn.transaction():
+            # the gate, in the deleting transaction: a hold committed while this forget waited (on its tombstone,
+            # on a lock) is seen here, and nothing of the subject's changes (``OwnerHeld``)
+            refuse_if_held(conn, [subject_key])
             conn.execute(
                 "DELETE FROM memories WHERE subject_key = %s AND id = ANY(%s)",
                 (subject_key, mine),

@@ -273,3 +273,29 @@ def test_a_restatement_is_never_absorbed_into_an_expired_row(platform: Platform)
     assert _row(platform, old.id) == before
     live = NewMemory(app, user, "lives near the harbour", kind="fact", purpose="support")
     assert platform.memory_store.insert_fenced([live]).inserted == [live.id]  # another purpose: its own row
+
+
+def test_an_item_forget_reads_the_subjects_hold_inside_its_delete(platform: Platform) -> None:
+    """Item 9: a hold committed while an item forget's apply waited (on its tombstone insert) did not stop
+    the delete: the hold was read outside the deleting transaction. Now the delete itself refuses."""
+    from stores.forgetting.item_forget import ItemForgetter
+    from stores.ledgers.owner_holds import OwnerHeld
+    from stores.memory.rows import NewMemory
+
+    app = f"{APP}-forget"
+    (user,) = user_ids(1, 3909, prefix="trust3")
+    sk = subject_key(platform.config.subject_secret, app, user)
+    item = NewMemory(app, user, "the door code is 4711", kind="fact")
+    assert platform.memory_store.insert_fenced([item]).inserted == [item.id]
+    before = _row(platform, item.id)
+    # the apply read no hold; the hold commits before its deleting transaction starts
+    assert platform.requests.place_hold(sk, app, "hold", "counsel@x.example")
+    forgetter = ItemForgetter(platform.pool, platform.forgetting)
+    try:
+        with pytest.raises(OwnerHeld):
+            forgetter.forget(
+                sk, app, user, [str(item.id)], request_id=f"fr_{uuid.uuid4().hex}", tombstone_id=uuid.uuid4().hex
+            )
+    finally:
+        platform.requests.release_hold(sk, "done", "counsel@x.example")
+    assert _row(platform, item.id) == before
