@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Depends, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
+from console.attestation_view import redacted, sees_evidence
 from console.audit import ACTIONS, AuditQuery
 from console.audit_export import EXPORT_ROWS, exported
 from console.context import Console, console_of
@@ -49,6 +50,7 @@ from console.erasure_requests import (
 from console.identity import ROLES, Principal
 from console.permissions import reaches
 from console.rendering import check_csrf, render
+from console.requests_api import recorded_by
 from console.tokens import MINTABLE, TokenError, rotate_audited
 from stores.books.request_filing import IDENTITY_METHODS
 from stores.books.requests import ACTIVE_STATES, FINAL_STATES
@@ -192,15 +194,14 @@ async def new_submit(
     user_id_hex: Annotated[str, Form()] = "",
     note: Annotated[str, Form(max_length=2000)] = "",
     identity_method: Annotated[str, Form()] = "",
-    identity_verified_by: Annotated[str, Form(max_length=200)] = "",
     identity_verified_at: Annotated[str, Form(max_length=40)] = "",
 ) -> Response:
     check_csrf(request, csrf)
     try:
         if not identity_method:  # the form asks for it: a compliance record says how the subject was known
             raise RequestRefused("say how the data subject's identity was verified")
-        record = filed_with(
-            "console_form", p, note, identity_method, identity_verified_by or None, identity_verified_at or None
+        record = filed_with(  # recorded as verified by whoever is signed in, never a name typed in the form
+            "console_form", p, note, identity_method, recorded_by(p, identity_method), identity_verified_at or None
         )
         filed = await file_one(
             console_of(request),
@@ -368,6 +369,8 @@ async def receipt_page(request: Request, request_id: str, p: PageReceipts) -> HT
     opened = await open_receipt(console_of(request), request_id, p)
     pretty = json.dumps(opened.body, indent=2, sort_keys=True) if opened.body else ""
     attestation = opened.attestation
+    full = sees_evidence(p)  # a requester sees the attestation without the stores' internal addresses
+    shown = None if attestation is None else attestation.body if full else redacted(attestation.body)
     return render(
         request,
         "receipt.html",
@@ -383,7 +386,8 @@ async def receipt_page(request: Request, request_id: str, p: PageReceipts) -> HT
             "valid": attestation.valid,
             "why": attestation.why,
             "linked": opened.linked(),
-            "body": json.dumps(attestation.body, indent=2, sort_keys=True) if attestation.body else "",
+            "redacted": not full,
+            "body": json.dumps(shown, indent=2, sort_keys=True) if shown else "",
         },
     )
 
@@ -397,12 +401,22 @@ async def receipt_download(request: Request, request_id: str, p: PageReceipts) -
 
 @router.get("/requests/{request_id}/physical.json", include_in_schema=False)
 async def attestation_download(request: Request, request_id: str, p: PageReceipts) -> JSONResponse:
-    """The signed physical attestation (issue 30), read with the receipt's permission; 404 while pending."""
+    """The signed physical attestation (issue 30), read with the receipt's permission; 404 while pending. A
+    requester downloads the redacted view (``console.attestation_view``): the claims, the console's check of
+    the signature, no store evidence or internal address, and no signature (a redacted copy cannot verify)."""
     opened = await open_receipt(console_of(request), request_id, p)
     if opened.attestation is None:
         raise HTTPException(404, "no physical attestation yet")
-    headers = {"Content-Disposition": f'attachment; filename="receipt-{request_id}.physical.json"'}
-    return JSONResponse(opened.attestation.document, headers=headers)
+    if sees_evidence(p):
+        headers = {"Content-Disposition": f'attachment; filename="receipt-{request_id}.physical.json"'}
+        return JSONResponse(opened.attestation.document, headers=headers)
+    view = {
+        "redacted": redacted(opened.attestation.body),
+        "signature_valid": opened.attestation.valid,
+        "linked_to_receipt": opened.linked(),
+    }
+    headers = {"Content-Disposition": f'attachment; filename="receipt-{request_id}.physical.redacted.json"'}
+    return JSONResponse(view, headers=headers)
 
 
 @router.get("/audit", include_in_schema=False)

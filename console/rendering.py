@@ -12,6 +12,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from console.context import console_of
+from console.http_guards import NONCE_STATE
 from console.identity import Principal
 from console.permissions import PERMISSIONS
 
@@ -44,6 +45,8 @@ def render(request: Request, name: str, principal: Principal | None, **context: 
             "title": name.split(".")[0],
             "temporal_ui": console_of(request).settings.ui_url,
             "can_browse_history": bool(principal and principal.roles & PERMISSIONS["history:read"]),
+            # the response's script nonce (``console.http_guards.SecurityHeaders``): only scripts carrying it run
+            "csp_nonce": getattr(request.state, NONCE_STATE, ""),
             **context,
         },
     )

@@ -16,6 +16,7 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
+from console.attestation_view import redacted, sees_evidence
 from console.audit_export import entry_json
 from console.context import ConsoleDep
 from console.dependencies import Cancels, Decides, Extends, Files, Reads, Receipts, Self
@@ -31,6 +32,7 @@ from console.erasure_requests import (
     request_row,
     summary,
 )
+from console.identity import Principal
 from console.intake import KetchDeleteRequest, csv_rows, ketch_due, ketch_error, ketch_identity, ketch_response
 from stores.books.request_filing import IDENTITY_METHODS, Filing, IdentityCheck
 from stores.infra.outbound import check_callback
@@ -67,7 +69,10 @@ class NewRequest(BaseModel):
         description="how the data subject's identity was verified: " + ", ".join(IDENTITY_METHODS),
     )
     identity_verified_by: str | None = Field(
-        default=None, max_length=200, description="who verified it (default: the person filing)"
+        default=None,
+        max_length=200,
+        deprecated=True,
+        description="ignored: who recorded the verification is the caller (``verified_by``), set by the console",
     )
     identity_verified_at: str | None = Field(
         default=None, max_length=40, description="when, ISO 8601 (default: now); no document is stored"
@@ -81,6 +86,13 @@ class Extension(BaseModel):
 
 class Reason(BaseModel):
     reason: str = Field(default="", max_length=500)
+
+
+def recorded_by(p: Principal, method: str | None) -> str | None:
+    """Who recorded an identity verification: the authenticated caller (the person, and the token when one
+    was used), never a name the body gives (issue 40: a requester wrote ``"the DPO"``). ``None`` without a
+    method, which records no verification."""
+    return p.actor if method else None
 
 
 @router.get("/api/me")
@@ -110,7 +122,7 @@ async def new_request(body: NewRequest, p: Files, console: ConsoleDep) -> dict[s
             p,
             body.note,
             body.identity_method,
-            body.identity_verified_by,
+            recorded_by(p, body.identity_method),
             body.identity_verified_at,
         )
         filed = await file_one(
@@ -157,7 +169,7 @@ async def bulk(request: Request, p: Files, console: ConsoleDep) -> dict[str, Any
                 p,
                 row.get("note"),
                 row.get("identity_method") or None,
-                row.get("identity_verified_by") or None,
+                recorded_by(p, row.get("identity_method")),
                 row.get("identity_verified_at") or None,
             )
             filed = await file_one(
@@ -201,7 +213,7 @@ async def intake_ketch(body: KetchDeleteRequest, p: Files, console: ConsoleDep) 
                 None,
                 IdentityCheck(
                     "forwarder_verified",
-                    f"ketch ({body.metadata.tenant})" if body.metadata.tenant else "ketch",
+                    p.actor,  # the forwarder's credential recorded it; the tenant is the body's word
                     datetime.now(UTC).isoformat(timespec="seconds"),
                 ),
             ),
@@ -250,13 +262,18 @@ async def extend(request_id: str, body: Extension, p: Extends, console: ConsoleD
 async def receipt(request_id: str, p: Receipts, console: ConsoleDep) -> dict[str, Any]:
     """The signed receipt (its signature checked), where the physical clean-up stands (``physical``: its
     ``state``, ``due_by``, ``attested_at``, ``run_id``, ``within_window`` and a ``summary`` line) and the
-    signed physical attestation once the platform's job covered the request (``attestation``, else null)."""
+    signed physical attestation once the platform's job covered the request (``attestation``, else null). A
+    reader limited to their own requests (a requester) gets the attestation redacted, without the stores'
+    evidence and its internal addresses (``console.attestation_view``): ``document`` null, ``redacted`` true."""
     opened = await open_receipt(console, request_id, p)
+    attestation = opened.attestation_json()
+    if attestation is not None and not sees_evidence(p):
+        attestation = {**attestation, "body": redacted(attestation["body"]), "document": None, "redacted": True}
     return {
         "signature_valid": opened.valid,
         "why": opened.why,
         "body": opened.body,
         "document": opened.document,
         "physical": opened.physical_json(),
-        "attestation": opened.attestation_json(),
+        "attestation": attestation,
     }
