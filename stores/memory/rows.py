@@ -27,7 +27,7 @@ from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
 from stores.infra.errors import CiphertextInvalid, DataKeyShredded
-from stores.ledgers.owner_holds import held_subjects, partition_by_hold
+from stores.ledgers.owner_holds import held_subjects, partition_by_hold, refuse_if_held
 from stores.ledgers.tombstones import fence_lock_key
 from stores.memory.common_digests import COMMON_HOLDERS, common_digests
 from stores.memory.lifecycle_rules import (
@@ -473,10 +473,13 @@ class MemoryStore:
         return out
 
     def delete(self, app_name: str, user_id: str, memory_id: str) -> int:
-        with self._pool.connection() as conn:
+        """One of the user's own memories, deleted (the agent's memory tool); refused under a hold."""
+        sk = subject_key(self._secret, app_name, user_id)
+        with self._pool.connection() as conn, conn.transaction():
+            refuse_if_held(conn, [sk])
             return conn.execute(
                 "DELETE FROM memories WHERE app_name = %s AND user_id = %s AND id = %s",
-                (app_name, subject_key(self._secret, app_name, user_id), uuid.UUID(memory_id)),
+                (app_name, sk, uuid.UUID(memory_id)),
             ).rowcount
 
     def rows_of(self, app_name: str, user_id: str) -> list[tuple[uuid.UUID, str | None]]:
@@ -615,6 +618,7 @@ class MemoryEraser:
         only path to the latter).
         """
         with self._pool.connection() as conn, conn.transaction():
+            refuse_if_held(conn, [subject])  # the gate for the subject's own rows, in the deleting transaction
             own, found = self._closure(conn, subject, session_refs, created_before, delete_own=True)
             derived, held = partition_by_hold(conn, found)  # another owner's hold wins over this erasure
             for start in range(0, len(derived), self._batch):

@@ -299,3 +299,24 @@ def test_an_item_forget_reads_the_subjects_hold_inside_its_delete(platform: Plat
     finally:
         platform.requests.release_hold(sk, "done", "counsel@x.example")
     assert _row(platform, item.id) == before
+
+
+def test_memory_erasure_reads_the_subjects_hold_inside_its_delete(platform: Platform) -> None:
+    """The memory store's erase of the subject's own rows read no hold inside its transaction (only derived
+    rows of other owners went through the gate): a hold committed after the step's read lost them."""
+    from stores.ledgers.owner_holds import OwnerHeld
+    from stores.memory.rows import NewMemory
+
+    app = f"{APP}-memory"
+    (user,) = user_ids(1, 3910, prefix="trust3")
+    sk = subject_key(platform.config.subject_secret, app, user)
+    item = NewMemory(app, user, "likes long walks", kind="fact")
+    assert platform.memory_store.insert_fenced([item]).inserted == [item.id]
+    before = _row(platform, item.id)
+    assert platform.requests.place_hold(sk, app, "hold", "counsel@x.example")
+    try:
+        with pytest.raises(OwnerHeld):
+            platform.memory.erase_user(sk, [], request_id=f"er_{uuid.uuid4().hex}")
+    finally:
+        platform.requests.release_hold(sk, "done", "counsel@x.example")
+    assert _row(platform, item.id) == before
