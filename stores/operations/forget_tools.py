@@ -7,10 +7,12 @@
   runs): files a durable forget of exactly those items (``ForgetWorkflow``, through the runtime's
   ``filer``) with the matching ``user:`` state keys the preview found, and returns the request id; the
   candidates the user did not choose come back to recall (only the chosen stay hidden until deleted).
-- ``redact_forgotten``: a ``before_model_callback`` that replaces the forgotten spans in the request's
-  contents for the rest of the session (events cannot be deleted one by one: the conversation still in
-  progress would otherwise repeat them). The session keeps only keyed hashes of the spans
-  (``forget_patterns``), never their text.
+- ``redact_forgotten``: a ``before_model_callback`` that replaces the forgotten items, and their echoes (the
+  same number in any grouping, a quote of the item cut anywhere), in every part of the request for the rest of
+  the session (events cannot be deleted one by one: the conversation still in progress would otherwise repeat
+  them): ``stores.operations.live_redaction``. The session keeps only keyed hashes (``forget_patterns``),
+  never the text. ``ForgetRedaction`` is the same callback as a Runner plugin: every agent of the app (a
+  sub-agent the tools' agent hands over to included) is sent the conversation redacted.
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import structlog
+from google.adk.plugins.base_plugin import BasePlugin
 
 from stores.forgetting.resolution import resolve
-from stores.ledgers.forget_tombstones import MAX_SPAN_WORDS, redact, span_patterns
+from stores.ledgers.forget_tombstones import MAX_SPAN_WORDS
+from stores.operations.live_redaction import live_patterns, merge, redact_request
 from stores.privacy.embedding import tokens
 from stores.privacy.identity import subject_key
 
@@ -51,11 +55,6 @@ log = structlog.get_logger("forget_tools")
 Filer = Callable[[str, str, str, Sequence[str], Sequence[str], Sequence[str], str | None], Awaitable[str]]
 
 
-def _merge(old: Any, new: dict[str, list[Any]]) -> dict[str, list[Any]]:
-    old = old if isinstance(old, dict) else {}
-    return {k: sorted(set(old.get(k) or []) | set(new[k])) for k in ("digests", "lengths")}
-
-
 class ForgetTools:
     def __init__(self, platform: Platform, filer: Filer) -> None:
         self._platform = platform
@@ -80,9 +79,8 @@ class ForgetTools:
         if ids:
             sk = subject_key(secret, app, user)
             hidden = await asyncio.to_thread(platform.forgetting.place, sk, app, "suppress", memory_ids=ids)
-        spans = [c.text for c in found.candidates]
-        previewed = span_patterns(secret, spans)  # redacted while the user decides, like the items are hidden
-        tool_context.state[PATTERNS_KEY] = _merge(tool_context.state.get(CONFIRMED_KEY), previewed)
+        previewed = live_patterns(secret, [c.text for c in found.candidates])  # redacted while the user decides
+        tool_context.state[PATTERNS_KEY] = merge(tool_context.state.get(CONFIRMED_KEY), previewed)
         tool_context.state[PENDING_KEY] = {
             "ids": ids,
             "state_keys": [s.key for s in found.state_keys],
@@ -116,8 +114,9 @@ class ForgetTools:
             return {"status": "error", "error": "none of these ids was offered by preview_forget: preview first"}
         if any(len(tokens(s)) > MAX_SPAN_WORDS for s in named):
             return {"status": "error", "error": f"a detail to block is at most {MAX_SPAN_WORDS} words"}
+        items = await asyncio.to_thread(self._texts, app, user, chosen)
         # an item's own words are blocked as a span when short enough to be one (a longer item goes by its id)
-        texts = [t for t in await asyncio.to_thread(self._texts, app, user, chosen) if len(tokens(t)) <= MAX_SPAN_WORDS]
+        texts = [t for t in items if len(tokens(t)) <= MAX_SPAN_WORDS]
         held = await asyncio.to_thread(self._held, app, user)
         strength = "suppress" if held else "forget"  # a legal hold: hidden from recall, nothing deleted
         try:
@@ -129,8 +128,9 @@ class ForgetTools:
             await asyncio.to_thread(self._lift, app, user, pending.get("suppression"))  # the preview's hiding
             return {"status": "error", "error": "the forget could not be filed; nothing was changed"}
         await asyncio.to_thread(self._narrow, app, user, chosen, pending.get("suppression"))
-        # redaction narrows the same way: what was forgotten before, and what the user chose now
-        confirmed = _merge(tool_context.state.get(CONFIRMED_KEY), span_patterns(self._secret, [*texts, *named]))
+        # redaction narrows the same way: what was forgotten before, and what the user chose now (whole items of
+        # any length, their numbers and quotes wherever they are echoed, and the details named)
+        confirmed = merge(tool_context.state.get(CONFIRMED_KEY), live_patterns(self._secret, items, named))
         tool_context.state[CONFIRMED_KEY] = confirmed
         tool_context.state[PATTERNS_KEY] = confirmed
         if held:
@@ -175,35 +175,33 @@ class ForgetTools:
 
 
 def redact_forgotten(secret: bytes) -> Callable[[CallbackContext, LlmRequest], LlmResponse | None]:
-    """A ``before_model_callback``: the request's text parts with forgotten spans replaced."""
+    """A ``before_model_callback``: every part of the request redacted of what this session forgot.
+
+    Text parts and the system instruction lose what the user confirmed and, while they choose, what the
+    preview offered (``PATTERNS_KEY``); tool calls' arguments, tool answers (the preview's own list) and code
+    lose what the user confirmed (``CONFIRMED_KEY``): while they choose, the preview's list must still show
+    them the items."""
 
     def callback(callback_context: CallbackContext, llm_request: LlmRequest) -> LlmResponse | None:
-        patterns = callback_context.state.get(PATTERNS_KEY)
-        if not isinstance(patterns, dict) or not patterns.get("digests"):
-            return None
-        # tools' answers (the preview listing the very items) and calls' arguments reach the model too: redacted
-        # for what the user confirmed (while they choose, the preview's list must still show them the items)
-        confirmed = callback_context.state.get(CONFIRMED_KEY)
-        settled = confirmed if isinstance(confirmed, dict) and confirmed.get("digests") else None
-        for content in llm_request.contents:
-            for part in content.parts or []:
-                if part.text:
-                    part.text = redact(secret, part.text, patterns)
-                if settled and part.function_response is not None and part.function_response.response:
-                    part.function_response.response = _redacted(secret, part.function_response.response, settled)
-                if settled and part.function_call is not None and part.function_call.args:
-                    part.function_call.args = _redacted(secret, part.function_call.args, settled)
+        state = callback_context.state
+        text, settled = merge(state.get(PATTERNS_KEY), {}), merge(state.get(CONFIRMED_KEY), {})
+        text = merge(text, settled)
+        if any(text.values()):
+            redact_request(secret, llm_request, text, settled)
         return None
 
     return callback
 
 
-def _redacted(secret: bytes, value: Any, patterns: dict[str, list[Any]]) -> Any:
-    """Every string inside a tool's answer or arguments (dicts and lists, any depth) with the spans redacted."""
-    if isinstance(value, str):
-        return redact(secret, value, patterns)
-    if isinstance(value, dict):
-        return {k: _redacted(secret, v, patterns) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_redacted(secret, v, patterns) for v in value]
-    return value
+class ForgetRedaction(BasePlugin):
+    """``redact_forgotten`` for every model call of a Runner's app (``App(plugins=[ForgetRedaction(secret)])``):
+    an agent's own callback covers only that agent, and the session's other agents read the same events."""
+
+    def __init__(self, secret: bytes, name: str = "forget_redaction") -> None:
+        super().__init__(name=name)
+        self._redact = redact_forgotten(secret)
+
+    async def before_model_callback(
+        self, *, callback_context: CallbackContext, llm_request: LlmRequest
+    ) -> LlmResponse | None:
+        return self._redact(callback_context, llm_request)
