@@ -3,7 +3,8 @@
 ``physical_begin`` bounds the run and takes the open requests (``stores.books.physical_pending``);
 ``physical_cover`` runs one physical store's pass for all of them (its adapter's ``cover_requests``,
 heartbeating while it blocks); ``physical_attest`` judges each request from every physical store's own
-evidence (``coverage``) and signs its attestation (``verifier.receipts.attestation``); ``physical_watch``
+evidence (``coverage``) and signs its attestation (``verifier.receipts.attestation``) with each store's
+statement of what its pass did to the bytes and which copies remain (``stores.physical.statements``); ``physical_watch``
 counts the open requests past their window and sets the ``erasure_physical_overdue`` gauge. They run on the
 physical task queue, never in an erasure's activity slots. Request ids, store names and counts only.
 """
@@ -23,6 +24,7 @@ from stores.adapters.interface import Coverage, PhysicalCleanup
 from stores.adapters.registry import AdapterRegistry
 from stores.books import physical_pending
 from stores.physical import evidence
+from stores.physical.statements import keys_statement, statement_of
 from stores.platform import Platform
 from verifier.receipts.attestation import attestation_body, attestation_bytes, attestation_key, store_attestation
 from verifier.receipts.issuing import load_receipt, software_version
@@ -111,6 +113,10 @@ class PhysicalJobActivities(PlatformActivities):
                 continue
             with pool.connection() as conn:
                 now = evidence.clock(conn)
+            bound = policy.unwrappable_by(item.deleted_by) if item.kind == "erasure" else None
+            said = [statement_of(n, self._store(n), item.kind, c, bound) for n, c in coverage.items()]
+            if item.kind == "erasure":  # the keys step shredded the user's key: its wrapped copies, said too
+                said.append(keys_statement(inp.keys_table, bound))
             body = attestation_body(
                 item,
                 digest(receipt),
@@ -118,9 +124,10 @@ class PhysicalJobActivities(PlatformActivities):
                 started,
                 coverage,
                 now,
-                policy.unwrappable_by(item.deleted_by) if item.kind == "erasure" else None,
+                bound,
                 {"name": "erasure-orchestrator", "version": software_version()},
                 inp.keys_table if item.kind == "erasure" else {},
+                said,
             )
             document = store_attestation(pool, inp.run_id, sign(body, self._key))
             self.platform.s3.put_object(

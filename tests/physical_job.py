@@ -4,11 +4,12 @@ The erasure saga no longer vacuums or compacts: a finished request is filed as o
 (``stores.books.physical_pending``) and the scheduled job (``workflows/physical.py``) covers it. A test that
 wants the physical removal of what one erasure deleted runs the job's own activities here, for exactly
 those requests, in the workflow's order: ``physical_begin`` (the run's bound; every request named must be
-open before it), ``physical_cover`` per physical store (``activities.physical_job.physical_stores``), then
-``physical_attest`` (each request judged from the stores' own evidence, an attestation signed for each one
-covered). ``adapters`` puts another registry in the platform's place (a planted physical adapter) for the
-whole run; ``before_attest`` runs after the stores' passes and before the judgement (a deletion that comes
-after the run read its evidence).
+open before it), ``physical_cover`` per physical store (``activities.physical_job.physical_stores``), after
+erasures ``physical_keys`` (``rewrite``: the keys table rewritten and the WAL switched, as the workflow's
+default does; ``off`` skips it), then ``physical_attest`` (each request judged from the stores' own
+evidence, an attestation signed for each one covered). ``adapters`` puts another registry in the
+platform's place (a planted physical adapter) for the whole run; ``before_attest`` runs after the stores'
+passes and before the judgement (a deletion that comes after the run read its evidence).
 
 The result says what was attested (the verified attestation bodies) and, per request and store, the
 ``Coverage`` the same adapters give after the run (why one was left pending).
@@ -30,7 +31,13 @@ from stores.adapters.registry import AdapterRegistry
 from stores.platform import Platform
 from verifier.receipts.attestation import load_attestation
 from verifier.receipts.signing import load_public_key, public_key_pem, signing_key, verify
-from workflows.contracts.physical import PhysicalAttestInput, PhysicalBeginInput, PhysicalCoverInput
+from workflows.contracts.physical import (
+    PhysicalAttestInput,
+    PhysicalBeginInput,
+    PhysicalCoverInput,
+    PhysicalJobInput,
+    PhysicalKeysInput,
+)
 
 #: how many open requests a test run's begin takes at most (every open one of the session: the run's bound)
 LIMIT = 100_000
@@ -44,6 +51,8 @@ class PhysicalRun:
     counts: dict[str, int]  # ``<store>.<count>``, as the workflow sums them
     attested: int
     not_covered: int
+    #: what ``physical_keys`` did (vacuum_full / switch_wal / checkpoint), empty when it did not run
+    keys_table: dict[str, str] = field(default_factory=dict)
     #: per request: its signed attestation's body (signature verified), ``None`` when none was signed
     attestations: dict[str, dict[str, Any] | None] = field(default_factory=dict)
     #: per request and store: the store's own judgement, read after the run with the run's adapters
@@ -66,6 +75,7 @@ def run_physical(
     *,
     adapters: AdapterRegistry | None = None,
     before_attest: Callable[[], None] | None = None,
+    rewrite: str = PhysicalJobInput().rewrite,
 ) -> PhysicalRun:
     """One run of the physical job's activities over ``request_ids`` (a run id of its own)."""
     view = platform
@@ -84,10 +94,14 @@ def run_physical(
         covered = env.run(job.physical_cover, PhysicalCoverInput(run_id, store, ids))
         for key, value in covered.counts.items():
             counts[f"{store}.{key}"] = counts.get(f"{store}.{key}", 0) + value
+    keys_table: dict[str, str] = {}
+    if begun.erasures and rewrite != "off":
+        keys_table = env.run(job.physical_keys, PhysicalKeysInput(rewrite)).done
     if before_attest is not None:
         before_attest()
     attested = env.run(
-        job.physical_attest, PhysicalAttestInput(run_id, begun.started_at, ids, begun.stores, counts=counts)
+        job.physical_attest,
+        PhysicalAttestInput(run_id, begun.started_at, ids, begun.stores, counts=counts, keys_table=keys_table),
     )
     public = load_public_key(public_key_pem(signing_key(signing_seed).public_key()))
     signed: dict[str, dict[str, Any] | None] = {}
@@ -97,7 +111,15 @@ def run_physical(
         signed[request_id] = verify(document, public) if document is not None and mine else None
     judged = {r: {name: _store(view, name).coverage(r) for name in begun.stores} for r in ids}
     return PhysicalRun(
-        run_id, begun.started_at, list(begun.stores), counts, attested.attested, attested.not_covered, signed, judged
+        run_id,
+        begun.started_at,
+        list(begun.stores),
+        counts,
+        attested.attested,
+        attested.not_covered,
+        keys_table,
+        signed,
+        judged,
     )
 
 

@@ -22,7 +22,8 @@ Where the object store offers no compaction (AWS S3 and most S3 services; the se
 the step records the request as covered all the same and says so: ``offered`` 0 in its counts, and a
 disposition that says deleted versions are gone from the API and the provider reclaims their space on its
 own schedule. What it does not reach: bucket backups, read-only volumes (SeaweedFS never compacts those on
-a sweep; counted as ``volumes_read_only``), erasure-coded volumes, and the filer's metadata (object keys:
+a sweep; counted as ``volumes_read_only``, and never as compacted: a request whose deletions left garbage in
+one stays unattested until it is compacted), erasure-coded volumes, and the filer's metadata (object keys:
 subject keys and session ids). What those keep of artifact bodies and log lines is sealed, key destroyed.
 
 Its cost follows the volumes holding garbage, not the user's objects: the platform's own periodic vacuum
@@ -44,8 +45,9 @@ from stores.adapters.interface import Beat, Bound, Coverage, Disposition, Remain
 from stores.infra.errors import CompactionIncomplete
 from stores.infra.seaweedfs import Outcome, SeaweedMaster, not_compacted
 from stores.ledgers.deletion_queue import FilerDeletionQueue, MarkerInline, SharedProbe
-from stores.physical import evidence
+from stores.physical import evidence, statements
 from stores.physical.cleanup import CleanupBooks, covered_targets, found_any
+from stores.physical.statements import StoreStatement
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -67,9 +69,10 @@ RETRY_SECONDS = 2.0
 
 OFFERED = Disposition(
     "physically_removed",
-    "volumes holding deleted objects compacted: deleted artifact and log bytes removed from the object "
-    "store's files; bucket backups and read-only volumes keep them (artifact bodies and log line words "
-    "sealed, key destroyed); the store's metadata keeps object keys (subject keys, session ids) until it compacts",
+    "volumes holding deleted objects compacted: live objects copied into new volume files, the old files "
+    "unlinked (bytes not overwritten); bucket backups, and a read-only volume until it is compacted, keep the "
+    "deleted artifact and log bytes (artifact bodies and log line words sealed, key destroyed); the store's "
+    "metadata keeps object keys (subject keys, session ids) until it compacts",
 )
 NOT_OFFERED = Disposition(
     "deleted",
@@ -179,6 +182,50 @@ class CompactionAdapter:
                 "after": after,
                 "read_only": list(judged.read_only),
             },
+        )
+
+    def statement(self, kind: str, coverage: Coverage, key_unwrappable_by: datetime | None) -> StoreStatement:
+        """What compaction did to the bytes, in exact words (``stores.physical.statements``): it writes new
+        volume files and unlinks the old ones (nothing overwritten); without compaction, nothing at all."""
+        sealed = statements.sealing(kind)
+        content = (
+            f"artifact bodies, artifact metadata and log line words {sealed}; object keys (subject keys, "
+            "session ids) in clear"
+        )
+        backups = statements.Copy(
+            statements.ARCHIVES_AND_BACKUPS, "deleted objects as written (bucket backups)", statements.UNTIL_RETENTION
+        )
+        until = statements.readable_until(kind, key_unwrappable_by)
+        if self.master is None:
+            return StoreStatement(
+                self.name,
+                "no compaction offered: deleted object versions are gone from the store's API; this job "
+                "overwrote nothing (bytes not overwritten)",
+                content,
+                (
+                    statements.Copy(
+                        statements.PROVIDER_STORAGE,
+                        "deleted objects' bytes",
+                        "the provider reclaims the space on its own schedule",
+                    ),
+                    backups,
+                ),
+                readable_until=until,
+            )
+        compacted = len(coverage.evidence.get("before", {}) or {})
+        return StoreStatement(
+            self.name,
+            f"{compacted} volume(s) holding garbage after the request's last deletion compacted: "
+            "their live objects copied into new volume files, the old files unlinked (bytes not overwritten)",
+            content,
+            (
+                statements.Copy(statements.UNLINKED_FILES, "deleted objects' bytes", statements.UNTIL_FS_REUSE),
+                statements.Copy(
+                    statements.FILER_METADATA, "object keys (subject keys, session ids)", "the filer's store compacts"
+                ),
+                backups,
+            ),
+            readable_until=until,
         )
 
     def _judge(self, request_id: str) -> evidence.Judgement:

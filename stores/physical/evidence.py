@@ -12,7 +12,9 @@ stores themselves:
   table never overlap: the one running finishes first, the next one started after the baseline).
 - **SeaweedFS**: each volume that held garbage once the request's deletions had reached the volumes (the
   filer's queue drained), with its compaction revision, read from the volume servers' ``/status``. A volume
-  is covered when its revision has moved on since (SeaweedFS bumps it when a compaction commits).
+  is covered when its revision has moved on since (SeaweedFS bumps it when a compaction commits). A
+  read-only volume whose revision has not moved was not compacted, and is never counted as compacted (issue
+  39): it keeps the deleted bytes, and the request stays unattested until it is compacted.
 
 A later deleting pass (the second sweep) records by when it deleted something in each store
 (``deletion_marks``): a baseline taken before that mark covers nothing it deleted, so the check fails
@@ -24,8 +26,11 @@ The functions here take the evidence and the request and return a :class:`Judgem
 
 What the counters cannot show: a vacuum that ran while an older transaction held the horizon back leaves
 the dead tuples and still counts; a compaction already copying a volume when the deletion landed commits a
-new revision that may keep the needle's bytes. The raw-file tests (``tests/integration/
-test_physical_evidence.py``) show the check and the files agree on the local stack.
+new revision that may keep the needle's bytes. Nor does "covered" mean the bytes are gone: a vacuum marks
+the space free and overwrites nothing, and the WAL keeps every row until its segment is recycled; what
+remains where is each store's statement (``stores.physical.statements``). The raw-file tests
+(``tests/integration/test_physical_evidence.py``, ``test_physical_claims.py``) show the check, the
+statements and the files agree on the local stack.
 """
 
 from __future__ import annotations
@@ -72,7 +77,9 @@ class Judgement:
     """Per target (table, or volume ``node/id``): ``None`` when covered, else why not (PII-free)."""
 
     not_covered: dict[str, str] = field(default_factory=dict)
-    read_only: tuple[str, ...] = ()  # volumes SeaweedFS never compacts on a sweep (reported, not failed)
+    #: of ``not_covered``, the read-only volumes (SeaweedFS never compacts those on a sweep): not compacted, so
+    #: not covered; listed apart so the note and the counts can say why
+    read_only: tuple[str, ...] = ()
 
     @property
     def covered(self) -> bool:
@@ -240,8 +247,9 @@ def judge_volumes(
         if cur is None:
             out[key] = "volume not found"
         elif cur.compact_revision == int(was["revision"]):
-            if was.get("read_only") or cur.read_only:
+            if was.get("read_only") or cur.read_only:  # never compacted on a sweep: never counted as compacted
                 read_only.append(key)
+                out[key] = "read-only, not compacted since (SeaweedFS compacts no read-only volume)"
             else:
                 out[key] = "not compacted since"
     return Judgement(out, tuple(read_only))

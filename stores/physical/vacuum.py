@@ -1,4 +1,4 @@
-"""The physical clean-up step: vacuum the tables the deleting steps touched, so dead tuples go.
+"""The physical clean-up step: vacuum the tables the deleting steps touched, so dead tuples' space is freed.
 
 A deleted row stays on disk as a dead tuple (and as entries in every index of its table, pgvector's and the
 GIN provenance indexes included) until VACUUM removes it; only then can its space be reused. This step runs
@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any
 from psycopg import Connection
 
 from stores.adapters.interface import Beat, Bound, Coverage, Disposition, Remaining, Subject, Swept
-from stores.physical import evidence
+from stores.physical import evidence, statements
 from stores.physical.cleanup import CleanupBooks, covered_targets, found_any
+from stores.physical.statements import StoreStatement
 
 if TYPE_CHECKING:
     from stores.adapters.context import StoreContext
@@ -48,8 +49,10 @@ class VacuumAdapter:
     after_sweep = True  # runs once the second sweep is done, so its deletions are covered too
     disposition = Disposition(
         "physically_removed",
-        "dead tuples and index entries of the vacuumed tables removed; WAL segments already written and "
-        "database backups keep the old tuples (user content sealed, key destroyed; lookup columns in clear)",
+        "dead tuples and index entries of the vacuumed tables marked as free space (bytes not overwritten: "
+        "they stay in the pages until a later row reuses the space); WAL segments until recycled and database "
+        "backups keep the old tuples (user content sealed, key destroyed, except rows a writer left unsealed; "
+        "lookup columns in clear)",
     )
 
     def __init__(self, context: StoreContext) -> None:
@@ -114,6 +117,37 @@ class VacuumAdapter:
                 "before": kept.items if kept else {},
                 "after": evidence.table_items(stats),
             },
+        )
+
+    def statement(self, kind: str, coverage: Coverage, key_unwrappable_by: datetime | None) -> StoreStatement:
+        """What the vacuum did to the bytes, in exact words (``stores.physical.statements``): plain VACUUM marks
+        the space free and overwrites nothing; the WAL and backups keep every row as written. Rows a writer
+        left unsealed (google-adk's plain service, rows not yet re-sealed) keep their content in clear there:
+        the job cannot tell from the deleted rows which kind it removed, so both are stated."""
+        sealed = statements.sealing(kind)
+        tables = ", ".join(TABLES)
+        rows = "the deleted rows (sealed content, lookup columns, and any unsealed row's content in clear)"
+        return StoreStatement(
+            self.name,
+            f"VACUUM (INDEX_CLEANUP ON) of {tables} after the request's last deletion: the deleted rows' tuples "
+            "and index entries marked as free space (space freed, bytes not overwritten)",
+            f"events, sessions and user_states: event data and state values written through the sealed session "
+            f"service {sealed}; rows written unsealed (google-adk's plain service, rows not yet re-sealed) hold "
+            f"their content and the raw user id in clear; memories: contents and embeddings {sealed}; lookup "
+            "columns (subject key, session and row ids, state keys, timestamps) in clear",
+            (
+                statements.Copy(statements.HEAP_PAGES, rows, statements.UNTIL_REUSED),
+                statements.Copy(statements.TOAST_PAGES, "values stored out of line", statements.UNTIL_REUSED),
+                statements.Copy(
+                    statements.INDEX_PAGES,
+                    "lookup columns (subject key or raw user id, session ids)",
+                    statements.UNTIL_REUSED,
+                ),
+                statements.Copy(statements.WAL, "every row as inserted", statements.UNTIL_RECYCLED),
+                statements.Copy(statements.ARCHIVES_AND_BACKUPS, "every row as written", statements.UNTIL_RETENTION),
+            ),
+            bytes_overwritten=False,
+            readable_until=statements.readable_until(kind, key_unwrappable_by),
         )
 
     def _baseline(self, request_id: str) -> evidence.Baseline:

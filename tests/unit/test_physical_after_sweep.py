@@ -230,7 +230,7 @@ def test_a_volume_is_covered_only_when_its_compaction_revision_moved() -> None:
     }
     assert judge_volumes(baseline, None, {}).not_covered == {"vs:8080/3": "volume not found"}
     only_read = judge_volumes(baseline, None, {("vs:8080", 3): volume(2, read_only=True)})
-    assert only_read.covered  # reported, as the disposition says
+    assert not only_read.covered  # not compacted: never counted as compacted (issue 39)
     assert only_read.read_only == ("vs:8080/3",)
     assert not judge_volumes(None, None, {}).covered
     assert not judge_volumes(baseline, T0 + timedelta(seconds=1), {("vs:8080", 3): volume(9)}).covered

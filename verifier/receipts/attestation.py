@@ -4,7 +4,9 @@ A request's receipt says ``physical: pending`` with the deadline the platform's 
 physical clean-up job's run that covers the request ends, it signs this attestation: the same request id,
 the SHA-256 of the receipt document, the run (its id and when it started, after the request's last
 deletion), each physical store's own evidence (Postgres's vacuum counters, SeaweedFS's compaction
-revisions, before and after) and, for an erasure, by when every copy of the shredded data key is wrapped
+revisions, before and after), each store's statement of what its pass did to the bytes and which copies
+remain where until when (``statements``, ``stores.physical.statements``: "sealed, key shredded, space freed"
+is never "bytes overwritten") and, for an erasure, by when every copy of the shredded data key is wrapped
 only under KMS keys that refuse use (the key-epoch policy's bound). Signed like a receipt (the same key,
 the same document shape, ``erasure receipt verify`` checks it); stored in ``physical_attestations`` and
 exported beside the receipt. Request ids, store names, counters and times: nothing personal.
@@ -13,6 +15,7 @@ exported beside the receipt. Request ids, store names, counters and times: nothi
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -23,6 +26,7 @@ from psycopg_pool import ConnectionPool
 from stores.adapters.interface import Coverage
 from stores.books import physical_pending
 from stores.books.physical_pending import Kind, Pending, PhysicalStatus
+from stores.physical.statements import StoreStatement
 from verifier.receipts.signing import ATTESTATION_SCHEMA_ID, digest, document_bytes
 
 
@@ -52,6 +56,7 @@ def attestation_body(
     key_unwrappable_by: datetime | None,
     software: dict[str, str],
     keys_table: dict[str, str] | None = None,
+    statements: Sequence[StoreStatement] = (),
 ) -> dict[str, Any]:
     return {
         "schema": ATTESTATION_SCHEMA_ID,
@@ -72,6 +77,8 @@ def attestation_body(
         "key_unwrappable_by": key_unwrappable_by.isoformat() if key_unwrappable_by else None,
         # the keys table rewritten and the WAL switched after the shred (vacuum_full / switch_wal / checkpoint)
         "keys_table": dict(keys_table or {}),
+        # per store, in exact words: what the pass did to the bytes, which copies remain where until when
+        "statements": [s.as_dict() for s in sorted(statements, key=lambda s: s.store)],
         "software": software,
     }
 
