@@ -511,6 +511,8 @@ def add_user_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def register(sub: Any, console_commands: Callable[[Any], None] | None = None) -> None:
+    from workers.schedule import BY_NAME
+
     """Add the erasure subcommands to the ``erasure`` parser; ``console_commands`` (the CLI's composition root
     passes ``console.commands.register``) adds the console's in their place among them."""
     worker = sub.add_parser("worker", help="run the worker (all workflows and activities)")
@@ -613,12 +615,13 @@ def register(sub: Any, console_commands: Callable[[Any], None] | None = None) ->
     ).set_defaults(handler=_replay_tombstones)
 
     sc = sub.add_parser(
-        "schedule", help="manage the scheduled jobs (late writers, retention expiry, key epochs, physical clean-up)"
+        "schedule",
+        help="manage the scheduled jobs (late writers, retention expiry, key epochs, physical clean-up, reconciler)",
     )
     sc.add_argument("schedule_command", choices=["install", "list", "pause", "resume", "trigger"])
     sc.add_argument(
         "--sweep",
-        choices=["late-writer", "expiry", "key-epochs", "physical"],
+        choices=sorted(BY_NAME),
         default="late-writer",
         help="which schedule pause/resume/trigger act on (install and list cover all of them)",
     )

@@ -22,7 +22,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from stores.infra.errors import NotApproved
 from stores.privacy.identity import subject_key
-from tests.console_harness import APP, Api
+from tests.console_harness import APP, Api, Browser
 from workers.stack.seeding.seeder import user_ids
 from workflows.contracts.erasure import workflow_id
 
@@ -86,6 +86,14 @@ async def test_the_reconciler_fails_a_terminated_request_and_frees_the_subject(a
     shown = await api.http.get(f"/api/requests/{request_id}", headers=api.bearer("olga@audit.example", "auditor"))
     assert shown.json()["state"] == "failed"
     assert shown.json()["failure_reason"] == "workflow_terminated"
+    browser = Browser(api)  # the request page says it failed, and why
+    try:
+        await browser.login("olga@audit.example", "auditor")
+        page = await browser.http.get(f"/requests/{request_id}")
+        assert page.status_code == 200
+        assert '<dd id="failure-reason">workflow_terminated</dd>' in page.text
+    finally:
+        await browser.close()
     again = await api.file(target)
     assert again != request_id  # a new request, not the dead one
     await api.wait_for_state(again, "pending_approval")
