@@ -306,3 +306,49 @@ def test_requester_approver_lead_and_auditor_walk_the_dashboard_request_page_and
     assert exported.splitlines()[0] == "seq,at,actor,action,request_id,detail,hash"
     assert "extended" in exported
     assert filed_id not in exported
+
+
+def test_an_admin_mints_sees_expiry_and_last_use_and_rotates_a_token(full_stack: Settings, browser: Any) -> None:
+    """Issue 40: the tokens page shows each token's one role, when it expires, when it was last used, and
+    rotates it (a replacement shown once, naming the token it replaces; the old one revoked at once). The
+    token minted here is used once through the API between the two looks."""
+    from playwright.sync_api import expect
+
+    settings = full_stack
+    base = settings.console_base_url
+    name = f"walk-{secrets.token_hex(3)}"
+    admin = _logged_in(browser, settings, "demo-admin")
+    admin.get_by_role("link", name="API tokens").click()
+    admin.wait_for_url(f"{base}/tokens")
+    admin.get_by_label("Name").fill(name)
+    admin.get_by_label("Role").select_option("auditor")
+    admin.get_by_role("button", name="Create").click()
+    token = (admin.locator("#new-token").text_content() or "").strip()
+    assert token.startswith("et_"), token
+    token_id = token.split("_")[1]
+    row = admin.locator(f"#token-{token_id}")
+    expect(row.locator(".role")).to_have_text("auditor")
+    expect(row.locator(".last-used")).to_have_text("never")
+    expires = datetime.strptime(row.locator(".expires").text_content() or "", "%Y-%m-%d %H:%M").replace(tzinfo=UTC)
+    assert datetime.now(UTC) + timedelta(days=1) < expires < datetime.now(UTC) + timedelta(days=400)
+    expect(row.locator(".token-state")).to_have_text("active")
+    _shot(admin, "15-tokens-minted")
+
+    used = admin.request.get(f"{base}/api/me", headers={"Authorization": f"Bearer {token}"})
+    assert used.status == 200, used.text()
+    admin.goto(f"{base}/tokens")
+    last_used = datetime.strptime(row.locator(".last-used").text_content() or "", "%Y-%m-%d %H:%M")
+    assert abs(last_used.replace(tzinfo=UTC) - datetime.now(UTC)) < timedelta(minutes=5)
+
+    row.get_by_role("button", name="Rotate").click()
+    replacement = (admin.locator("#new-token").text_content() or "").strip()
+    assert replacement.startswith("et_")
+    assert replacement != token
+    new_row = admin.locator(f"#token-{replacement.split('_')[1]}")
+    expect(new_row.locator(".replaces")).to_have_text(token_id)
+    expect(new_row.locator(".role")).to_have_text("auditor")
+    expect(row.locator(".token-state")).to_contain_text("revoked")
+    assert row.get_by_role("button", name="Rotate").count() == 0  # a revoked token has nothing to rotate
+    _shot(admin, "16-tokens-rotated")
+    assert admin.request.get(f"{base}/api/me", headers={"Authorization": f"Bearer {token}"}).status == 401
+    assert admin.request.get(f"{base}/api/me", headers={"Authorization": f"Bearer {replacement}"}).status == 200
