@@ -20,6 +20,7 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities.physical_job import PhysicalJobActivities
+from console.attestation_view import redacted
 from tests.console_harness import APP, Api, Browser
 from workers.local_secrets import load_secrets
 from workers.stack.seeding.seeder import user_ids
@@ -187,3 +188,27 @@ async def test_the_pages_run_only_their_own_script_by_a_nonce_that_changes_per_r
         _nonce(listing)  # every page's policy, not only the request page's
     finally:
         await amir.close()
+
+
+async def test_the_redacted_view_replaces_addresses_in_notes_and_drops_the_evidence() -> None:
+    """A store not covered says why, naming its volumes by ``host:port/id``: the note stays, the address goes."""
+    body = {
+        "request_id": "er_x",
+        "stores": [
+            {
+                "store": "compaction",
+                "covered": False,
+                "note": "127.0.0.1:18083/3: not compacted since; seaweed-vol-0.seaweed.svc:8080/7: volume not found; "
+                "volume0:8080/2: not compacted since; [::1]:9333/4: not compacted since",
+                "evidence": {"before": {"127.0.0.1:18083/3": {"revision": 1}}},
+            },
+            {"store": "vacuum", "covered": True, "note": "sessions: vacuums 3, 4 needed", "evidence": {}},
+        ],
+    }
+    shown = redacted(body)
+    assert shown is not None
+    assert not ADDRESS.search(json.dumps(shown)), shown
+    assert "[::1]" not in json.dumps(shown)
+    assert [s["note"].count("not compacted since") for s in shown["stores"]] == [3, 0]
+    assert shown["stores"][1]["note"] == "sessions: vacuums 3, 4 needed"  # table counters' words stay
+    assert all("evidence" not in s for s in shown["stores"])
