@@ -17,6 +17,10 @@ whatever a client library does.
 - ``cache`` (only when a response cache is configured): the Redis-protocol server answers ``PING``.
 - ``chroma`` (only when a Chroma backend is configured): ``chromadb`` imports and the backend's directory
   exists and is writable (the erasure removes subjects' directories in it).
+- ``data_map``: every place the platform writes user data (tables with a column naming a user, subject or
+  session; the buckets' top-level prefixes; cache keyspaces; Chroma and Qdrant collections), discovered from
+  catalogs, is claimed by a registered adapter (``claims()``) or the erasure's justified bookkeeping
+  (``stores/operations/data_map.py``); an unclaimed place fails it, named.
 - ``adapters``: every registered erase adapter loads and together they form a plan (printed in order);
   adapters whose store this platform does not have are named as left out; the stores' database answers
   through the platform's own pool (a plan with Postgres down is not ready).
@@ -222,6 +226,17 @@ def check_adapters(settings: Settings, secrets: Secrets) -> PartCheck:
         return PartCheck("adapters", True, plan)
 
 
+def check_data_map(settings: Settings, secrets: Secrets) -> PartCheck:
+    """The data map (``stores.operations.data_map``): every table, bucket prefix, cache keyspace and collection
+    holding user data is claimed by a registered adapter or the erasure's justified bookkeeping."""
+    from stores.operations import data_map
+    from workers.wiring import build_platform
+
+    with build_platform(settings, secrets) as platform:
+        judged = data_map.check(platform.store_context, platform.adapters.in_order())
+    return PartCheck("data_map", judged.ok, judged.detail())
+
+
 def _guarded(name: str, check: Callable[[], PartCheck]) -> PartCheck:
     try:
         return check()
@@ -241,6 +256,7 @@ def parts(settings: Settings, secrets: Secrets) -> list[tuple[str, Callable[[], 
         *([("cache", lambda: check_cache(settings))] if settings.response_cache_url is not None else []),
         *([("chroma", lambda: check_chroma(settings))] if settings.chroma_memory_path is not None else []),
         ("adapters", lambda: check_adapters(settings, secrets)),
+        ("data_map", lambda: check_data_map(settings, secrets)),
     ]
 
 

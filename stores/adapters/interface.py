@@ -25,6 +25,11 @@ them, and lists each store's counts in the forget's receipt; a registered store 
 data (``locate``) and has neither the capability nor a path of the activity's own fails the forget
 closed: never a receipt that says ``completed`` next to a store nobody asked.
 
+Another optional capability, ``Claims``: ``claims()`` names the tables, bucket prefixes, cache keyspaces and
+collections the adapter's erase and check cover (``DataClaims``); the data map check
+(``stores.operations.data_map``, in ``erasure worker --check``) fails on any place holding user data that no
+adapter (nor the erasure's justified bookkeeping) claims.
+
 A factory (the entry point's value, called with a ``StoreContext``: ``stores.adapters.context``) raises
 ``AdapterNotConfigured`` when the platform has no such store: it is then left out of every plan. Everything
 an adapter returns is PII-free: counts, and digests that cannot be reversed. The raw user id
@@ -227,6 +232,29 @@ class PhysicalCleanup(Protocol):
     def cover_requests(self, request_ids: Sequence[str], beat: Beat) -> dict[str, int]: ...
 
     def coverage(self, request_id: str) -> Coverage: ...
+
+
+@dataclass(frozen=True)
+class DataClaims:
+    """What one adapter's erase and check cover, for the data map check (``stores.operations.data_map``):
+    ``tables`` (Postgres tables, by name in the platform's schema), ``prefixes`` (``<bucket>/<top-level
+    prefix>``; ``<bucket>/`` claims the whole bucket), ``keyspaces`` (cache key prefixes, ``rc:e:``) and
+    ``collections`` (``<engine>/<collection>``: ``qdrant/memories``, ``chroma/memories``). A place that holds
+    user data and that no adapter (nor the erasure's own bookkeeping list) claims fails the check."""
+
+    tables: tuple[str, ...] = ()
+    prefixes: tuple[str, ...] = ()
+    keyspaces: tuple[str, ...] = ()
+    collections: tuple[str, ...] = ()
+
+
+@runtime_checkable
+class Claims(Protocol):
+    """The optional capability of an adapter whose store holds user data in places the data map discovers
+    (tables, bucket prefixes, cache keyspaces, collections): ``claims()`` names them (see ``DataClaims``).
+    Claiming a place says this adapter's ``erase`` and ``remaining`` cover the user data in it."""
+
+    def claims(self) -> DataClaims: ...
 
 
 AdapterFactory = Callable[[StoreContext], EraseAdapter]

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from stores.adapters.common import digest
-from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
+from stores.adapters.interface import Beat, Bound, DataClaims, Disposition, Remaining, Subject, Swept
 from stores.artifacts.bucket import ArtifactEraser, user_prefix
 
 if TYPE_CHECKING:
@@ -131,3 +131,8 @@ class ArtifactsAdapter:
                 objects.append((v["Key"], v["VersionId"], hashlib.sha256(body).hexdigest()))
             objects += [(m["Key"], m["VersionId"], "marker") for m in page.get("DeleteMarkers", [])]
         return {"artifacts": digest(sorted(objects)), "counts": {"artifacts": len(objects)}}
+
+    def claims(self) -> DataClaims:
+        """The data map: the bucket's top-level prefix every user's objects live under (``user_prefix``)."""
+        top = user_prefix("app", "sk_" + "0" * 40).split("/", 1)[0]
+        return DataClaims(prefixes=(f"{self.bucket}/{top}/",))

@@ -28,8 +28,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stores.adapters.interface import Beat, Bound, Disposition, ForgetScope, Remaining, Subject, Swept
-from stores.chroma.collection import ROTATION_KEY, shared_memory
+from stores.adapters.interface import Beat, Bound, DataClaims, Disposition, ForgetScope, Remaining, Subject, Swept
+from stores.chroma.collection import COLLECTION, ROTATION_KEY, shared_memory
 from stores.infra.errors import DataKeyShredded
 from stores.privacy.identity import subject_key
 
@@ -239,3 +239,7 @@ class ChromaMemoryAdapter:
                     digest.update(f"{item}|{[float(v) for v in vector]}|{doc}|{sorted(meta.items())}".encode())
                     count += 1
         return {"chroma_memory": digest.hexdigest(), "counts": {"chroma_memories": count}}
+
+    def claims(self) -> DataClaims:
+        """The data map: the one collection in every subject's Chroma database."""
+        return DataClaims(collections=(f"chroma/{COLLECTION}",))

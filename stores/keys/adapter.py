@@ -20,7 +20,16 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from stores.adapters.common import digest
-from stores.adapters.interface import AFTER_EVERY_OTHER, Beat, Bound, Disposition, Remaining, Subject, Swept
+from stores.adapters.interface import (
+    AFTER_EVERY_OTHER,
+    Beat,
+    Bound,
+    DataClaims,
+    Disposition,
+    Remaining,
+    Subject,
+    Swept,
+)
 from stores.infra.errors import CiphertextInvalid
 from stores.privacy.crypto import DataKey, key_id_of, open_sealed
 
@@ -187,3 +196,7 @@ class KeysAdapter:
                 "SELECT key_id, version, wrapped_key FROM data_keys WHERE subject_key=%s ORDER BY version", (sk,)
             ).fetchall()
         return {"keys": digest(keys), "counts": {"keys": len(keys)}}
+
+    def claims(self) -> DataClaims:
+        """The data map: the wrapped data keys, their version counters and the per-user KMS keys' rows."""
+        return DataClaims(tables=("data_keys", "data_key_versions", "subject_kms_keys"))

@@ -25,9 +25,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from stores.adapters.common import digest
-from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
+from stores.adapters.interface import Beat, Bound, DataClaims, Disposition, Remaining, Subject, Swept
 from stores.adapters.side_by_side import few_at_a_time
-from stores.logs.archive import shared_archive
+from stores.logs.archive import segment_key, shared_archive
 from stores.logs.reads import LogReads, SegmentScan, SubjectLineRule
 from stores.privacy.redaction import sensitive
 
@@ -178,3 +178,8 @@ class LogsAdapter:
             "log_lines": digest(sorted(lines)),
             "counts": {"log_segments": len(index), "log_lines": len(lines)},
         }
+
+    def claims(self) -> DataClaims:
+        """The data map: the subject index and the bucket's top-level prefix of every segment (``segment_key``)."""
+        top = segment_key(datetime(2000, 1, 1), 0).split("/", 1)[0]
+        return DataClaims(tables=("log_subject_index",), prefixes=(f"{self.bucket}/{top}/",))

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from stores.adapters.common import chunks, digest
-from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
+from stores.adapters.interface import Beat, Bound, DataClaims, Disposition, Remaining, Subject, Swept
 from stores.adapters.tombstone_reads import erased_session_ids
 from stores.ledgers.owner_holds import held_among
 from stores.memory.rows import MemoryEraser, MemoryStore
@@ -213,3 +213,7 @@ class MemoryAdapter:
             "memory_rows": {str(m[0]): digest(m) for m in memories},
             "counts": {"memories": len(memories)},
         }
+
+    def claims(self) -> DataClaims:
+        """The data map: the memory table (rows, embeddings, provenance naming users' sessions)."""
+        return DataClaims(tables=("memories",))

@@ -2,14 +2,16 @@
 
 Used to say plainly when nothing was found (an id the platform never stored, or stored under another
 spelling) instead of completing with zero counts as if an erasure had happened, and to find the other
-spellings of an id (trimmed, Unicode-normalised) that hold data of their own.
+spellings of an id (trimmed, Unicode-normalised) that hold data of their own. Both come from the registered
+adapters' ``locate``: no store is named here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from stores.adapters.interface import Subject
+from stores.adapters.interface import EraseAdapter, Subject
+from stores.infra.errors import InvalidIdentifier
 from stores.platform import Platform
 from stores.privacy.identity import hash_or_none
 
@@ -42,18 +44,24 @@ def unplanned_stores(by_store: dict[str, dict[str, int]], plan: list[str]) -> li
 
 
 def ids_holding_data(platform: Platform, app_name: str, user_ids: Sequence[str]) -> list[str]:
-    """Those of ``user_ids`` with ADK sessions, ``user:`` state or memory rows in the app (indexed probes)."""
-    if not user_ids:
-        return []
-    # a spelling that makes no subject key (a trimmed variant in the key's own form) is probed by itself only
-    given = list(user_ids)
-    keys = [hash_or_none(platform.config.subject_secret, app_name, u) or u for u in given]
-    with platform.pool.connection() as conn:  # rows are filed under the subject key, or the raw id (plain ADK)
-        rows = conn.execute(
-            "SELECT u FROM unnest(%s::text[], %s::text[]) AS given(u, k) WHERE"
-            " EXISTS (SELECT 1 FROM sessions s WHERE s.app_name = %s AND s.user_id IN (given.u, given.k))"
-            " OR EXISTS (SELECT 1 FROM user_states us WHERE us.app_name = %s AND us.user_id IN (given.u, given.k))"
-            " OR EXISTS (SELECT 1 FROM memories m WHERE m.app_name = %s AND m.user_id IN (given.u, given.k))",
-            (given, keys, app_name, app_name, app_name),
-        ).fetchall()
-    return [r[0] for r in rows]
+    """Those of ``user_ids`` that hold data in any store of this process's registry.
+
+    Each spelling is probed through every adapter's ``locate`` (bounded, indexed probes by the subject key
+    and, for rows filed under it (plain ADK), the raw id), so a store added as a package of its own is probed
+    with no edit here. A spelling that makes no subject key (a trimmed variant in the key's own form) is
+    probed as it is; one a store cannot even name (``InvalidIdentifier``) holds nothing there."""
+    secret = platform.config.subject_secret
+    adapters = platform.adapters.in_order()
+    found = []
+    for given in dict.fromkeys(user_ids):
+        who = Subject("", hash_or_none(secret, app_name, given) or given, app_name, given)
+        if any(_holds(adapter, who) for adapter in adapters):
+            found.append(given)
+    return found
+
+
+def _holds(adapter: EraseAdapter, who: Subject) -> bool:
+    try:
+        return any(adapter.locate(who).values())
+    except InvalidIdentifier:
+        return False

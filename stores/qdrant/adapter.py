@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stores.adapters.common import digest
-from stores.adapters.interface import Beat, Bound, Disposition, Remaining, StoreCheck, Subject, Swept
+from stores.adapters.interface import Beat, Bound, DataClaims, Disposition, Remaining, StoreCheck, Subject, Swept
 from stores.qdrant.store import COLLECTION, NewPoint, QdrantMemory, shared_store, subject_filter
 
 if TYPE_CHECKING:
@@ -130,3 +130,7 @@ class QdrantMemoryAdapter:
     def seed(self, app_name: str, user_id: str, rng: random.Random) -> dict[str, int]:
         texts = rng.sample(SEED_TEXTS, k=3)
         return {"qdrant_points": self.store.add([NewPoint(app_name, user_id, t) for t in texts])}
+
+    def claims(self) -> DataClaims:
+        """The data map: the store's one collection."""
+        return DataClaims(collections=(f"qdrant/{COLLECTION}",))

@@ -26,7 +26,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from stores.adapters.interface import Beat, Bound, Disposition, ForgetScope, Remaining, Subject, Swept
+from stores.adapters.interface import Beat, Bound, DataClaims, Disposition, ForgetScope, Remaining, Subject, Swept
 from stores.infra.errors import DataKeyShredded
 from stores.privacy.identity import key_part, subject_key
 from stores.response_cache.cache import entry_key, index_key, shared_cache
@@ -207,3 +207,7 @@ class ResponseCacheAdapter:
             value = client.get(entry_key(app_name, sk, member.decode())) or b""
             digest.update(member + repr(score).encode() + hashlib.sha256(value).digest())
         return {"response_cache": digest.hexdigest(), "counts": {"cached_responses": len(index)}}
+
+    def claims(self) -> DataClaims:
+        """The data map: the entries' and the indexes' key spaces (``entry_key``, ``index_key``)."""
+        return DataClaims(keyspaces=("rc:e:", "rc:i:"))

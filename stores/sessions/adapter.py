@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from stores.adapters.common import belongs_to, chunks, digest
-from stores.adapters.interface import Beat, Bound, Disposition, Remaining, Subject, Swept
+from stores.adapters.interface import Beat, Bound, DataClaims, Disposition, Remaining, Subject, Swept
 from stores.adapters.tombstone_reads import erased_session_ids
 from stores.privacy.redaction import sensitive
 from stores.sessions.adk_tables import SessionCounts, SessionStore
@@ -199,6 +199,10 @@ class SessionsAdapter:
             "user_state": digest(user_state),
             "counts": {"sessions": len(sessions), "events": len(events), "user_state": len(user_state)},
         }
+
+    def claims(self) -> DataClaims:
+        """The data map: google-adk's tables with a user (``app_states`` names none: app-wide state)."""
+        return DataClaims(tables=("sessions", "events", "user_states"))
 
 
 def _stored(subject: Subject) -> list[str]:

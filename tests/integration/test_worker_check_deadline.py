@@ -60,7 +60,7 @@ def test_a_check_against_services_that_never_answer_ends_within_its_deadline(sil
     assert report["ready"] is False
     assert report["seconds"] <= deadline + 1
     parts = {p["name"]: p for p in report["parts"]}
-    assert set(parts) == {"postgres", "temporal", "kms", "buckets", "adapters"}
+    assert set(parts) == {"postgres", "temporal", "kms", "buckets", "adapters", "data_map"}
     assert not any(p["ok"] for p in parts.values())  # the adapters line too: its database never answered
     assert all(p["detail"] for p in parts.values())
     assert "11" * 32 not in result.stdout + result.stderr  # no secret in what it says
