@@ -25,6 +25,10 @@ them, and lists each store's counts in the forget's receipt; a registered store 
 data (``locate``) and has neither the capability nor a path of the activity's own fails the forget
 closed: never a receipt that says ``completed`` next to a store nobody asked.
 
+``VacuumTables``: ``vacuum_tables()`` names the Postgres tables the adapter deletes rows from, for the
+physical clean-up's vacuum (a ``Claims`` adapter without it has its claimed tables vacuumed); ``SeesPeers``:
+``see_peers(adapters)``, called by the registry with every registered adapter (the vacuum reads their tables).
+
 Another optional capability, ``Claims``: ``claims()`` names the tables, bucket prefixes, cache keyspaces and
 collections the adapter's erase and check cover (``DataClaims``); the data map check
 (``stores.operations.data_map``, in ``erasure worker --check``) fails on any place holding user data that no
@@ -255,6 +259,25 @@ class Claims(Protocol):
     Claiming a place says this adapter's ``erase`` and ``remaining`` cover the user data in it."""
 
     def claims(self) -> DataClaims: ...
+
+
+@runtime_checkable
+class VacuumTables(Protocol):
+    """The optional capability of an adapter whose ``erase`` (and item forgetting, sweeps) deletes rows from
+    Postgres tables: ``vacuum_tables()`` names them (bare names, or ``schema.table``), and the physical
+    clean-up's vacuum (``stores.physical.vacuum``) vacuums and attests them. An adapter without it that
+    ``claims()`` tables has its claimed tables vacuumed: a store that says it keeps user data in a table is
+    vacuumed unless it says otherwise (the keys store does: the physical job rewrites ``data_keys`` whole)."""
+
+    def vacuum_tables(self) -> tuple[str, ...]: ...
+
+
+@runtime_checkable
+class SeesPeers(Protocol):
+    """The optional capability of an adapter whose work follows the other registered adapters' (the vacuum:
+    their tables): the registry calls ``see_peers`` with every adapter of its plan once it is built."""
+
+    def see_peers(self, adapters: Sequence[EraseAdapter]) -> None: ...
 
 
 AdapterFactory = Callable[[StoreContext], EraseAdapter]

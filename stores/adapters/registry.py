@@ -22,7 +22,13 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 
 from stores.adapters.context import PluginContext, StoreContext
-from stores.adapters.interface import AFTER_EVERY_OTHER, ENTRY_POINT_GROUP, AdapterNotConfigured, EraseAdapter
+from stores.adapters.interface import (
+    AFTER_EVERY_OTHER,
+    ENTRY_POINT_GROUP,
+    AdapterNotConfigured,
+    EraseAdapter,
+    SeesPeers,
+)
 
 #: the distribution whose entry points are this project's own adapters (given the ``StoreContext`` itself)
 OWN_DISTRIBUTION = "erasure-orchestrator"
@@ -135,6 +141,9 @@ class AdapterRegistry:
     def _set(self, adapters: Sequence[EraseAdapter]) -> None:
         self._plan = order(adapters)
         self._by_name = {a.name: a for a in adapters}
+        for adapter in adapters:  # an adapter whose work follows the others' (the vacuum: their tables)
+            if isinstance(adapter, SeesPeers):
+                adapter.see_peers(self.in_order())
 
     def replacing(self, adapter: EraseAdapter) -> AdapterRegistry:
         """A copy of this registry with ``adapter`` standing in for the one of the same name."""

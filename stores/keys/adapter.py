@@ -200,3 +200,8 @@ class KeysAdapter:
     def claims(self) -> DataClaims:
         """The data map: the wrapped data keys, their version counters and the per-user KMS keys' rows."""
         return DataClaims(tables=("data_keys", "data_key_versions", "subject_kms_keys"))
+
+    def vacuum_tables(self) -> tuple[str, ...]:
+        """None for the plain vacuum: the physical job rewrites ``data_keys`` whole (``KeyEpochs.compact``,
+        VACUUM FULL, attested on its own), and the other two tables hold no key material."""
+        return ()

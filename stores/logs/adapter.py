@@ -183,3 +183,8 @@ class LogsAdapter:
         """The data map: the subject index and the bucket's top-level prefix of every segment (``segment_key``)."""
         top = segment_key(datetime(2000, 1, 1), 0).split("/", 1)[0]
         return DataClaims(tables=("log_subject_index",), prefixes=(f"{self.bucket}/{top}/",))
+
+    def vacuum_tables(self) -> tuple[str, ...]:
+        """None for the plain vacuum: the subject index holds subject keys and segment names only (no
+        content); its dead tuples are left to autovacuum, as before the tables came from the adapters."""
+        return ()

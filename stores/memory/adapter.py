@@ -217,3 +217,7 @@ class MemoryAdapter:
     def claims(self) -> DataClaims:
         """The data map: the memory table (rows, embeddings, provenance naming users' sessions)."""
         return DataClaims(tables=("memories",))
+
+    def vacuum_tables(self) -> tuple[str, ...]:
+        """The physical clean-up's vacuum: the memory table (rows, embeddings, its GIN and vector indexes)."""
+        return ("memories",)

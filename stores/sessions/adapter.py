@@ -204,6 +204,10 @@ class SessionsAdapter:
         """The data map: google-adk's tables with a user (``app_states`` names none: app-wide state)."""
         return DataClaims(tables=("sessions", "events", "user_states"))
 
+    def vacuum_tables(self) -> tuple[str, ...]:
+        """The physical clean-up's vacuum: google-adk's tables its erase and session erasure delete from."""
+        return ("events", "sessions", "user_states")
+
 
 def _stored(subject: Subject) -> list[str]:
     """The ``user_id`` column values of the subject's rows: its key, and its raw id while known."""

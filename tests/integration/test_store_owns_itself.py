@@ -1,0 +1,188 @@
+"""A store is one folder (issue 39, item 6): what it does comes from its adapter, never a list elsewhere.
+
+The store here is what docs/adding-a-store.md has a platform add: a Postgres table of its own
+(``owned_notes``) and an adapter registered by entry point only (a throwaway distribution on ``sys.path``, as
+``test_adapter_plugin`` does), which claims its table and forgets items. With no edit outside it:
+
+- the platform's physical job vacuums its table: the table is in the vacuum's evidence in the signed
+  attestation, with Postgres's own counters moved on (old code: a fixed list of four tables);
+- an item forget of a user with rows in it runs the store's ``forget_items`` and checks ``items_left``, not
+  refused ``PLAN_INCOMPLETE``;
+- the Qdrant store forgets items: a forgotten item's point goes with the forget (old code: the forget was
+  refused while the subject had points, and no point was ever reached).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Iterator, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stores.adapters.interface import Beat, Bound, DataClaims, ForgetScope, Remaining, Subject, Swept
+from stores.books.request_record import RequestRecord
+from stores.ledgers.owner_holds import refuse_if_held
+from stores.platform import Platform
+from stores.privacy.identity import subject_key
+from tests.integration.test_adapter_plugin import install_distribution
+from tests.saga_harness import SagaHarness
+from workers.local_secrets import load_secrets
+from workers.stack.seeding.seeder import user_ids
+from workers.wiring import build_platform
+from workers.worker import build_worker
+
+pytestmark = [pytest.mark.integration]
+
+APP = "owned-notes"
+TABLE = "owned_notes"
+ENTRY = "[erasure.adapters]\nowned_notes = tests.integration.test_store_owns_itself:OwnedNotesAdapter\n"
+
+
+class OwnedNotesAdapter:
+    """The guide's Postgres store: one table, its rows by subject key; every delete through the hold gate."""
+
+    name = "owned_notes"
+    after: tuple[str, ...] = ("memory",)
+    batched = False
+
+    def __init__(self, context: Any) -> None:
+        self.pool, self.secret = context.pool, context.subject_secret
+
+    def locate(self, subject: Subject) -> dict[str, int]:
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                f"SELECT count(*) FROM {TABLE} WHERE subject_key = %s", (subject.subject_key,)
+            ).fetchone()
+        return {"owned_notes": int(row[0]) if row else 0}
+
+    def _delete(self, subject: str, where: str, args: tuple[Any, ...]) -> int:
+        with self.pool.connection() as conn, conn.transaction():
+            refuse_if_held(conn, [subject])
+            return int(conn.execute(f"DELETE FROM {TABLE} WHERE subject_key = %s{where}", (subject, *args)).rowcount)
+
+    def erase(self, subject: Subject, cursor: Mapping[str, Any], beat: Beat) -> dict[str, int]:
+        return {"owned_notes": self._delete(subject.subject_key, "", ())}
+
+    def remaining(self, subject: Subject, record: RequestRecord, bound: Bound | None, beat: Beat) -> Remaining:
+        before = bound.erased_at if bound else datetime.max.astimezone()
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                f"SELECT count(*) FROM {TABLE} WHERE subject_key = %s AND created_at < %s",
+                (subject.subject_key, before),
+            ).fetchone()
+        return Remaining({"owned_notes": int(row[0]) if row else 0})
+
+    def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:
+        if before is None:
+            return Swept({"owned_notes": self._delete(subject.subject_key, "", ())})
+        return Swept({"owned_notes": self._delete(subject.subject_key, " AND created_at < %s", (before,))})
+
+    def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                f"SELECT id, note FROM {TABLE} WHERE subject_key = %s ORDER BY id",
+                (subject_key(self.secret, app_name, user_id),),
+            ).fetchall()
+        return {"owned_notes": hashlib.sha256(repr(rows).encode()).hexdigest(), "counts": {"owned_notes": len(rows)}}
+
+    def claims(self) -> DataClaims:
+        return DataClaims(tables=(TABLE,))
+
+    def _covered(self, scope: ForgetScope) -> list[str]:
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                f"SELECT id, note, session_ref FROM {TABLE} WHERE subject_key = %s", (scope.subject_key,)
+            ).fetchall()
+        return [
+            i
+            for i, note, ref in rows
+            if i in scope.memory_ids or (ref and ref == scope.session_ref) or scope.covers(i, note)
+        ]
+
+    def forget_items(self, scope: ForgetScope, beat: Beat) -> dict[str, int]:
+        going = self._covered(scope)
+        return {"owned_notes": self._delete(scope.subject_key, " AND id = ANY(%s)", (going,)) if going else 0}
+
+    def items_left(self, scope: ForgetScope) -> int:
+        return len(self._covered(scope))
+
+
+def write_owned(platform: Platform, app: str, user: str, note: str, session_ref: str | None = None) -> str:
+    """What the platform's own writer does: one row under the user's subject key (in clear: a test store)."""
+    row_id = str(uuid.uuid4())
+    with platform.pool.connection() as conn:
+        conn.execute(
+            f"INSERT INTO {TABLE} (id, subject_key, app_name, session_ref, note) VALUES (%s, %s, %s, %s, %s)",
+            (row_id, subject_key(platform.config.subject_secret, app, user), app, session_ref, note),
+        )
+    return row_id
+
+
+@pytest.fixture
+def owned_store(platform: Platform, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The store installed (its table, its distribution on ``sys.path``); dropped after, so the data map of
+    the other tests (which do not register it) never sees an unclaimed table."""
+    with platform.pool.connection() as conn:
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {TABLE} (id text PRIMARY KEY, subject_key text NOT NULL, "
+            "app_name text NOT NULL, session_ref text, note text NOT NULL, created_at timestamptz DEFAULT now())"
+        )
+        conn.execute(f"CREATE INDEX IF NOT EXISTS {TABLE}_subject ON {TABLE} (subject_key)")
+    site = tmp_path / "site-packages"
+    install_distribution(site, "owned-notes-store", ENTRY)
+    monkeypatch.syspath_prepend(str(site))
+    try:
+        yield
+    finally:
+        with platform.pool.connection() as conn:
+            conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
+
+
+def _vacuums(platform: Platform, table: str) -> int:
+    with platform.pool.connection() as conn:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        row = conn.execute(
+            "SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = to_regclass(%s)", (table,)
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_the_physical_job_vacuums_a_table_of_a_store_added_as_a_package(
+    saga: SagaHarness, owned_store: None
+) -> None:
+    platform = build_platform(saga.settings, key_cache_ttl=0.0)
+    try:
+        assert "owned_notes" in platform.adapters.names
+        target, control = user_ids(2, 391, prefix="owned")
+        await saga.seed(APP, [target, control])
+        for user in (target, control):
+            for n in range(5):
+                write_owned(platform, APP, user, f"note {n}")
+
+        settings = saga.settings.model_copy(update={"task_queue": f"owned-{uuid.uuid4().hex[:8]}"})
+        harness = SagaHarness(saga.client, platform, settings)
+        async with build_worker(saga.client, settings.task_queue, platform, load_secrets(settings).signing_key):
+            filed = await harness.file(APP, target)
+            result = await harness.result(filed.request_id)
+        assert result.status == "completed", result
+        assert {s.name: s for s in result.steps}["owned_notes"].counts == {"owned_notes": 5}
+
+        before = _vacuums(platform, TABLE)
+        run = await harness.physical([filed.request_id])
+        attested = run.attestation(filed.request_id)
+        stores = {s["store"]: s for s in attested["stores"]}
+        evidence = stores["vacuum"]["evidence"]
+        assert TABLE in evidence["before"], sorted(evidence["before"])
+        # Postgres's own counters: a vacuum of the store's table since the baseline the run read
+        assert evidence["after"][TABLE]["vacuums"] > evidence["before"][TABLE]["vacuums"]
+        assert _vacuums(platform, TABLE) > before
+        said = next(s for s in attested["statements"] if s["store"] == "vacuum")
+        assert TABLE in said["done"]  # the statement names it among the vacuumed tables
+        assert target not in str(attested)
+    finally:
+        platform.close()
