@@ -174,7 +174,7 @@ class Platform:
 
     @cached_property
     def artifacts(self) -> ArtifactEraser:
-        return ArtifactEraser(self.s3, self.config.artifact_bucket, self.config.s3_delete_batch)
+        return ArtifactEraser(self.s3, self.config.artifact_bucket, self.pool, self.config.s3_delete_batch)
 
     @cached_property
     def memory_store(self) -> MemoryStore:

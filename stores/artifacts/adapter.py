@@ -75,7 +75,7 @@ class ArtifactsAdapter:
 
     def __init__(self, context: StoreContext) -> None:
         self.s3, self.bucket, self.secret = context.s3, context.buckets.artifacts, context.subject_secret
-        self.artifacts = ArtifactEraser(context.s3, context.buckets.artifacts, context.s3_delete_batch)
+        self.artifacts = ArtifactEraser(context.s3, context.buckets.artifacts, context.pool, context.s3_delete_batch)
         self.reads = ArtifactReads(context)
 
     def locate(self, subject: Subject) -> dict[str, int]:

@@ -19,6 +19,10 @@ An upload started and never completed (``CreateMultipartUpload`` without ``Compl
 no object version, yet the store keeps its parts, the user's bytes, until it is aborted: the eraser lists
 the incomplete uploads under the user's prefix (``ListMultipartUploads``, exactly that prefix) and aborts
 each, before it deletes the objects so that none completes into a new object behind the listing.
+
+Every delete is gated (``stores.ledgers.owner_holds.gated``): the owner is the subject key the prefix names;
+each batch's ``DeleteObjects`` (and the aborts) run while the owner's hold lock is held shared in a
+transaction that read the owner's hold, and a hold (``OwnerHeld``) stops the erase before the next batch.
 """
 
 from __future__ import annotations
@@ -28,7 +32,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from psycopg_pool import ConnectionPool
+
 from stores.infra.s3_batch import delete_versions
+from stores.ledgers.owner_holds import gated
 from stores.privacy.identity import key_part, validate_app_name, validate_id, validate_subject_key
 
 if TYPE_CHECKING:
@@ -40,6 +47,14 @@ USER_SCOPE_PREFIX = "user:"
 
 def user_prefix(app_name: str, subject: str) -> str:
     return f"a/{key_part(validate_app_name(app_name))}/{validate_subject_key(subject)}/"
+
+
+def owner_of(prefix: str) -> str:
+    """The subject key a user or session prefix names (``a/<app>/<subject key>/...``): whose hold gates it."""
+    parts = prefix.split("/")
+    if len(parts) < 4 or parts[0] != "a":
+        raise ValueError("not an artifact prefix of one user")
+    return validate_subject_key(parts[2])
 
 
 def session_prefix(app_name: str, subject: str, session_id: str) -> str:
@@ -73,11 +88,12 @@ class ScopeListing:
 class ArtifactEraser:
     """Removes every object version and delete marker under one user's scopes, 1,000 keys a request."""
 
-    def __init__(self, s3: S3Client, bucket: str, batch: int = BATCH) -> None:
+    def __init__(self, s3: S3Client, bucket: str, pool: ConnectionPool, batch: int = BATCH) -> None:
         if not 1 <= batch <= BATCH:
             raise ValueError(f"delete batch must be 1..{BATCH}")
         self._s3 = s3
         self._bucket = bucket
+        self._pool = pool  # the hold store's: every delete is gated on the owner's hold
         self._batch = batch
 
     def _entries(
@@ -106,20 +122,20 @@ class ArtifactEraser:
         self, prefix: str, on_batch: Callable[[int], None] | None = None, modified_before: datetime | None = None
     ) -> int:
         """Delete every version and marker under ``prefix``; idempotent. Returns entries removed."""
+        owner = owner_of(prefix)
         removed = 0
         pending: list[dict[str, str]] = []
 
         def flush() -> None:
             nonlocal removed, pending
-            base = removed
-            done = delete_versions(
-                self._s3,
-                self._bucket,
-                pending,
-                batch=self._batch,
-                on_batch=(lambda n: on_batch(base + n)) if on_batch else None,
-            )
-            removed, pending = base + done, []
+            for start in range(0, len(pending), self._batch):  # one DeleteObjects request per gate
+                with gated(self._pool, [owner]):  # the owner's hold, read while this batch goes
+                    removed += delete_versions(
+                        self._s3, self._bucket, pending[start : start + self._batch], batch=self._batch
+                    )
+                if on_batch:
+                    on_batch(removed)
+            pending = []
 
         for entries, _v, _m in self._entries(prefix, modified_before):
             pending.extend(entries)
@@ -162,8 +178,15 @@ class ArtifactEraser:
     def abort_uploads(self, prefix: str, initiated_before: datetime | None = None) -> int:
         """Abort every incomplete multipart upload under ``prefix`` (its parts go with it); idempotent (one
         already gone is not counted). Returns uploads aborted."""
+        found = list(self.uploads(prefix, initiated_before))
+        if not found:
+            return 0
+        with gated(self._pool, [owner_of(prefix)]):
+            return self._abort(found)
+
+    def _abort(self, found: list[tuple[str, str]]) -> int:
         aborted = 0
-        for key, upload_id in list(self.uploads(prefix, initiated_before)):
+        for key, upload_id in found:
             try:
                 self._s3.abort_multipart_upload(Bucket=self._bucket, Key=key, UploadId=upload_id)
             except self._s3.exceptions.NoSuchUpload:

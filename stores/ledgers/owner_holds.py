@@ -19,10 +19,12 @@ reported, never counted as left over.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from psycopg import Connection
+from psycopg_pool import ConnectionPool
 
 
 class OwnerHeld(Exception):
@@ -40,6 +42,16 @@ def refuse_if_held(conn: Connection[tuple[Any, ...]], owners: Iterable[str]) -> 
     held = held_subjects(conn, owners)
     if held:
         raise OwnerHeld(len(held))
+
+
+@contextmanager
+def gated(pool: ConnectionPool, owners: Iterable[str]) -> Iterator[None]:
+    """For a change of data outside Postgres (S3 objects, files) owned by ``owners``: runs the block inside a
+    transaction that took the owners' hold locks shared and read their holds (``OwnerHeld`` when one is
+    held, before the block runs), so a hold being placed waits for the block and one placed before stops it."""
+    with pool.connection() as conn, conn.transaction():
+        refuse_if_held(conn, owners)
+        yield
 
 
 def hold_lock_key(subject_key: str) -> str:

@@ -30,6 +30,7 @@ import structlog
 
 from stores.artifacts.bucket import session_prefix
 from stores.infra.errors import InvalidIdentifier
+from stores.ledgers.owner_holds import OwnerHeld
 from stores.privacy.identity import subject_of_stored, validate_app_name
 
 if TYPE_CHECKING:
@@ -144,7 +145,10 @@ async def retire_idle_sessions(
                 # asked per session, just before acting: a hold placed during the run wins at once
                 sk, why = await asyncio.to_thread(_kept_because, platform, app_name, s.user_id)
                 if why is None and sk is not None and service is not None:
-                    why, events, removed = await _retire(platform, service, app_name, s, sk, cutoff)
+                    try:
+                        why, events, removed = await _retire(platform, service, app_name, s, sk, cutoff)
+                    except OwnerHeld:  # the artifacts' gate saw a hold placed since: nothing more of it goes
+                        why, events, removed = "held", 0, 0
                     counts = replace(
                         counts, events=counts.events + events, artifact_versions=counts.artifact_versions + removed
                     )

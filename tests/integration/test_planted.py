@@ -107,7 +107,7 @@ def broken_adapter(context: StoreContext, kms_key_id: str, component: str) -> Er
     client: its step and its second sweep alike."""
     if component == "artifacts":
         artifacts = ArtifactsAdapter(context)
-        artifacts.artifacts = CurrentVersionsOnly(context.s3, context.buckets.artifacts)
+        artifacts.artifacts = CurrentVersionsOnly(context.s3, context.buckets.artifacts, context.pool)
         return artifacts
     if component == "sessions":
         sessions = SessionsAdapter(context)

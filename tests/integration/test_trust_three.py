@@ -320,3 +320,33 @@ def test_memory_erasure_reads_the_subjects_hold_inside_its_delete(platform: Plat
     finally:
         platform.requests.release_hold(sk, "done", "counsel@x.example")
     assert _row(platform, item.id) == before
+
+
+async def test_artifact_deletes_read_the_owners_hold_batch_by_batch(saga: SagaHarness) -> None:
+    """The artifacts store's gate: each DeleteObjects batch runs under the owner's hold lock after reading the
+    hold; a hold placed after the first batch stops the erase before the second, and nothing more goes."""
+    from stores.artifacts.bucket import ArtifactEraser, user_prefix
+    from stores.ledgers.owner_holds import OwnerHeld
+
+    platform = saga.platform
+    app = f"{APP}-artifacts"
+    (user,) = user_ids(1, 3911, prefix="trust3")
+    await saga.seed(app, [user])
+    sk = subject_key(platform.config.subject_secret, app, user)
+    eraser = ArtifactEraser(platform.s3, platform.config.artifact_bucket, platform.pool, batch=1)
+    total = eraser.count_prefix(user_prefix(app, sk)).total
+    assert total >= 2
+    placed: list[int] = []
+
+    def after_batch(removed: int) -> None:  # between two DeleteObjects batches (their heartbeat's place)
+        if not placed:
+            placed.append(removed)
+            assert platform.requests.place_hold(sk, app, "hold", "counsel@x.example")
+
+    try:
+        with pytest.raises(OwnerHeld):
+            eraser.erase_everything_of(app, sk, on_batch=after_batch)
+        assert eraser.count_prefix(user_prefix(app, sk)).total == total - 1  # one batch, then the hold
+    finally:
+        platform.requests.release_hold(sk, "done", "counsel@x.example")
+    assert eraser.erase_everything_of(app, sk) == total - 1

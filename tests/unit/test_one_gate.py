@@ -5,7 +5,8 @@ the platform's tables, S3 object deletes, cache key deletes, vector store delete
 removed). Each must be in a module listed below:
 
 - ``PRIMITIVES``: a store's gated primitive, which reads the hold of the data's owners inside the change
-  (``held_subjects``, ``refuse_if_held`` or ``partition_by_hold`` from ``stores.ledgers.owner_holds``);
+  (``held_subjects``, ``refuse_if_held``, ``partition_by_hold`` or ``gated`` from
+  ``stores.ledgers.owner_holds``);
 - ``NOT_YET_GATED``: modules that change user data whose own change does not read the owners' holds yet; each
   says who reads the hold instead. The list only shrinks: a module that calls the gate fails the test
   until it moves to ``PRIMITIVES``;
@@ -24,7 +25,7 @@ import pytest
 from tests.gate_scan import Change, calls_any, changes
 
 ROOT = Path(__file__).resolve().parents[2]
-GATE = ("held_subjects", "refuse_if_held", "partition_by_hold")
+GATE = ("held_subjects", "refuse_if_held", "partition_by_hold", "gated")
 
 PRIMITIVES: dict[str, str] = {
     "stores/logs/archive.py": "log segments: each doomed line's writer's hold, per segment under its lock",
@@ -34,14 +35,14 @@ PRIMITIVES: dict[str, str] = {
     "stores/operations/lifecycle_replay.py": "the lifecycle journal replayed after a restore",
     "stores/sessions/adk_tables.py": "ADK's sessions, events and user_states: refuse_if_held per transaction",
     "stores/operations/restore.py": "restore replay: artifacts of erased subjects, per batch",
+    "stores/qdrant/store.py": "a subject's Qdrant points: gated on the owner, filtered by owner and ids",
+    "stores/artifacts/bucket.py": "artifact versions and uploads: gated on the prefix's owner, per batch",
 }
 NOT_YET_GATED: dict[str, str] = {
-    "stores/artifacts/bucket.py": "artifact versions: the step reads the subject's hold before and between batches",
     "stores/artifacts/service.py": "ADK's delete_artifact: the user's own agent deleting its own artifact",
     "stores/chroma/adapter.py": "a subject's Chroma directory: the step reads the subject's hold before its work",
     "stores/privacy/keys.py": "the keys step's shred: the step reads the subject's hold before its work",
     "stores/privacy/key_epochs.py": "re-wrap under a new epoch: content unchanged, wrapping only",
-    "stores/qdrant/store.py": "a subject's Qdrant points: the step reads the subject's hold before its work",
     "stores/response_cache/adapter.py": "a subject's cache entries: the step reads the subject's hold before",
     "stores/response_cache/cache.py": "the cache's own expiry and a subject's entries",
     "stores/sessions/reseal.py": "re-seal of plain rows (content re-written, not removed)",
