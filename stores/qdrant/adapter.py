@@ -4,7 +4,9 @@
 a time (a heartbeat per page; a retry finds only what is left). ``remaining`` (``QdrantReads``, apart from the
 eraser) counts the points still filed under the subject key with a count request of its own; without the
 step's record it reports ``missing`` (fail closed). The sweeps delete what is dated before the erasure.
-``check()`` is what ``erasure worker --check`` runs for it; ``seed`` is the seeders' hook.
+``forget_items`` / ``items_left`` (``ItemForgetting``) forget one item or one session's items: the subject's
+points a forget covers (by id, by the tombstone's spans or an erased session's texts) go through the store's
+gated delete. ``check()`` is what ``erasure worker --check`` runs for it; ``seed`` is the seeders' hook.
 """
 
 from __future__ import annotations
@@ -20,8 +22,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stores.adapters.common import digest
-from stores.adapters.interface import Beat, Bound, DataClaims, Disposition, Remaining, StoreCheck, Subject, Swept
-from stores.qdrant.store import COLLECTION, NewPoint, QdrantMemory, shared_store, subject_filter
+from stores.adapters.interface import (
+    Beat,
+    Bound,
+    DataClaims,
+    Disposition,
+    ForgetScope,
+    Remaining,
+    StoreCheck,
+    Subject,
+    Swept,
+)
+from stores.qdrant.store import COLLECTION, PAGE, NewPoint, QdrantMemory, shared_store, subject_filter
 
 if TYPE_CHECKING:
     from stores.adapters.context import StoreContext
@@ -36,11 +48,29 @@ SEED_TEXTS = (
 )
 
 
+def _covered(scope: ForgetScope, point_id: str, text: str | None) -> bool:
+    """Whether a forget covers one point: by id, or by its text (unreadable text: by id only)."""
+    return point_id in scope.memory_ids or scope.covers(point_id, text if text is not None else "")
+
+
 class QdrantReads:
-    """The verifier's read: an exact count request by subject key (and date), not the eraser's scroll."""
+    """The verifier's reads: an exact count request by subject key (and date), not the eraser's scroll; and
+    the forget verification's scroll of its own."""
 
     def __init__(self, store: QdrantMemory) -> None:
         self._store = store
+
+    def points_covered(self, scope: ForgetScope) -> int:
+        """The subject's points a forget still covers, read page by page with the client directly."""
+        sk, offset, left = scope.subject_key, None, 0
+        while True:
+            with self._store.lock:
+                page, offset = self._store.client.scroll(
+                    COLLECTION, scroll_filter=subject_filter(sk), limit=PAGE, offset=offset, with_payload=True
+                )
+            left += sum(_covered(scope, str(p.id), self._store.open_text(sk, p)) for p in page)
+            if offset is None:
+                return left
 
     def points_left(self, subject: str, before: datetime | None) -> int:
         cutoff = before.timestamp() if before is not None else None
@@ -90,7 +120,7 @@ class QdrantMemoryAdapter:
             page = [p.id for _n, p in zip(range(256), self.store.points(subject, before=cutoff), strict=False)]
             if not page:
                 return removed
-            removed += self.store.delete_ids(page)
+            removed += self.store.delete_ids(subject, page)
             if beat is not None:
                 beat({"removed": removed})
 
@@ -107,6 +137,23 @@ class QdrantMemoryAdapter:
 
     def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:
         return Swept({"qdrant_points": self._delete(subject.subject_key, before, 0, None)})
+
+    def forget_items(self, scope: ForgetScope, beat: Beat) -> dict[str, int]:
+        """Forget what ``scope`` covers among the subject's points: a point whose id is a forgotten item's, or
+        whose text the forget's tombstone covers (a forgotten span, an erased session's whole text), is
+        deleted through the store's gated delete, a page at a time. A point carries no session reference nor
+        provenance, so it is matched by id and by its text only. Idempotent: a retry finds nothing covered."""
+        sk = scope.subject_key
+        going = [p.id for p in self.store.points(sk) if _covered(scope, str(p.id), self.store.open_text(sk, p))]
+        removed = 0
+        for start in range(0, len(going), PAGE):
+            removed += self.store.delete_ids(sk, going[start : start + PAGE])
+            beat({"qdrant_forgetting": removed})
+        return {"qdrant_points": removed}
+
+    def items_left(self, scope: ForgetScope) -> int:
+        """The forget verification's read (``QdrantReads``, its own scroll): the subject's points it covers."""
+        return self.reads.points_covered(scope)
 
     def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
         points = sorted(

@@ -30,11 +30,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from stores.adapters.interface import AdapterNotConfigured
+from stores.infra.errors import DataKeyShredded
+from stores.ledgers.owner_holds import gated
 from stores.privacy.embedding import HashingEmbedder
 from stores.privacy.identity import subject_key
 from stores.privacy.vector_rotation import rotate
 
 if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
     from qdrant_client import QdrantClient
     from qdrant_client.http.models import Filter
 
@@ -70,11 +73,14 @@ def subject_filter(subject: str, before: float | None = None) -> Filter:
 class QdrantMemory:
     """The store: fenced writes, and the reads and deletes by subject key the adapter uses."""
 
-    def __init__(self, path: str, keys: DataKeyStore, ledger: TombstoneLedger, secret: bytes) -> None:
+    def __init__(
+        self, path: str, keys: DataKeyStore, ledger: TombstoneLedger, secret: bytes, pool: ConnectionPool
+    ) -> None:
         from qdrant_client import QdrantClient
         from qdrant_client.http import models
 
         self.path = path
+        self._pool = pool  # the hold store: every delete reads the owner's hold (``delete_ids``)
         self._keys, self._ledger, self._secret = keys, ledger, secret
         self._embedder = HashingEmbedder()
         self.lock = threading.RLock()  # local mode is one process's in-memory index: one call at a time
@@ -155,12 +161,36 @@ class QdrantMemory:
         with self.lock:
             return int(self.client.count(COLLECTION, count_filter=subject_filter(subject, before), exact=True).count)
 
-    def delete_ids(self, ids: Sequence[Any]) -> int:
+    def open_text(self, subject: str, point: Any) -> str | None:
+        """A point's text, opened (``None`` once its key is shredded: unreadable for good). Any other error
+        (KMS, a damaged payload) is raised: a check that depends on it never passes unread."""
+        sealed = (point.payload or {}).get("text_sealed")
+        if not sealed:
+            return None
+        try:
+            return self._keys.decrypt(base64.b64decode(sealed), context=subject.encode()).decode()
+        except DataKeyShredded:
+            return None
+
+    def delete_ids(self, subject: str, ids: Sequence[Any]) -> int:
+        """Delete points of one subject: the store's one gated primitive. Under the owner's hold gate
+        (``gated``: the hold read, its lock taken shared, before anything goes; ``OwnerHeld`` when the owner
+        is held, nothing deleted), and by a filter that names the owner as well as the ids, so a point of
+        another owner is never deleted whatever ``ids`` holds. The count is of the ids asked for."""
         from qdrant_client.http import models
 
-        with self.lock:
-            if ids:
-                self.client.delete(COLLECTION, points_selector=models.PointIdsList(points=list(ids)))
+        if not ids:
+            return 0
+        selector = models.FilterSelector(
+            filter=models.Filter(
+                must=[
+                    models.FieldCondition(key=SUBJECT, match=models.MatchValue(value=subject)),
+                    models.HasIdCondition(has_id=list(ids)),
+                ]
+            )
+        )
+        with gated(self._pool, [subject]), self.lock:
+            self.client.delete(COLLECTION, points_selector=selector)
         return len(ids)
 
 
@@ -177,6 +207,6 @@ def shared_store(context: StoreContext) -> QdrantMemory:
     path = qdrant_path(context)
     return context.shared(
         "qdrant_memory",
-        lambda: QdrantMemory(path, context.keys, context.ledger, context.subject_secret),
+        lambda: QdrantMemory(path, context.keys, context.ledger, context.subject_secret, context.pool),
         QdrantMemory.close,  # local mode locks its directory until closed
     )

@@ -14,6 +14,7 @@ The store here is what docs/adding-a-store.md has a platform add: a Postgres tab
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import uuid
 from collections.abc import Iterator, Mapping
@@ -31,6 +32,7 @@ from stores.privacy.identity import subject_key
 from tests.integration.test_adapter_plugin import install_distribution
 from tests.saga_harness import SagaHarness
 from workers.local_secrets import load_secrets
+from workers.settings import Settings
 from workers.stack.seeding.seeder import user_ids
 from workers.wiring import build_platform
 from workers.worker import build_worker
@@ -184,5 +186,91 @@ async def test_the_physical_job_vacuums_a_table_of_a_store_added_as_a_package(
         said = next(s for s in attested["statements"] if s["store"] == "vacuum")
         assert TABLE in said["done"]  # the statement names it among the vacuumed tables
         assert target not in str(attested)
+    finally:
+        platform.close()
+
+
+# ----- Qdrant forgets items -------------------------------------------------------------------------------
+
+
+def _qdrant_points(platform: Platform, sk: str) -> dict[str, str]:
+    """The subject's points: id -> text (opened)."""
+    from stores.qdrant.adapter import QdrantMemoryAdapter
+
+    adapter = platform.adapters.get("qdrant_memory")
+    assert isinstance(adapter, QdrantMemoryAdapter)
+    return {str(p.id): adapter.store.open_text(sk, p) or "" for p in adapter.store.points(sk)}
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_an_item_forget_reaches_the_qdrant_store_and_its_check_can_fail(
+    local_stack: Settings, tmp_path: Path
+) -> None:
+    from temporalio.testing import ActivityEnvironment
+
+    from activities.forget import ForgetActivities
+    from stores.forgetting.requests import ForgetPayload
+    from stores.qdrant.store import NewPoint
+    from tests.forget_fixtures import ingest, make_sessions
+    from workflows.contracts.forget import ForgetStep, ForgetVerifyInput
+
+    platform = build_platform(local_stack, key_cache_ttl=0.0, store_options={"qdrant_path": str(tmp_path / "q")})
+    try:
+        store = platform.adapters.get("qdrant_memory").store  # type: ignore[attr-defined]
+        run = uuid.uuid4().hex[:8]
+        user, other = f"qdrant-forget-{run}@example.org", f"qdrant-other-{run}@example.org"
+        sk = subject_key(platform.config.subject_secret, APP, user)
+        await ingest(platform, await make_sessions(platform, APP, user, [["I live in Pune near the river."]]))
+        item = platform.memory_store.search(APP, user, "Pune river", 1, everything=True)[0]
+        store.add([NewPoint(APP, user, "I live in Pune near the river."), NewPoint(APP, user, "I like filter coffee.")])
+        store.add([NewPoint(APP, other, "I live in Pune near the river.")])
+        other_before = platform.adapters.get("qdrant_memory").fingerprint(APP, other)
+
+        acts, env = ForgetActivities(platform, b"s" * 32), ActivityEnvironment()
+        row = platform.forget_requests.create(
+            sk, APP, "forget", [item.id], ForgetPayload(user, spans=["I live in Pune near the river"])
+        )
+        step = ForgetStep(row.request_id, sk, APP, "forget")
+        applied = await asyncio.to_thread(env.run, acts.forget_apply, step)
+        assert applied.stores["qdrant_memory"] == {"qdrant_points": 1}
+        assert sorted(_qdrant_points(platform, sk).values()) == ["I like filter coffee."]
+        assert platform.adapters.get("qdrant_memory").fingerprint(APP, other) == other_before
+
+        verify = ForgetVerifyInput(row.request_id, sk, APP, "forget")
+        clean = await asyncio.to_thread(env.run, acts.forget_verify, verify)
+        checks = {c.check: c for c in clean.checks}
+        assert checks["qdrant_memory"].passed, clean
+        assert checks["qdrant_memory"].counts == {"items_left": 0}
+        # written back past the fence: the check reads the store and fails
+        store.add_unfenced([NewPoint(APP, user, "I live in Pune near the river.")])
+        planted = await asyncio.to_thread(env.run, acts.forget_verify, verify)
+        assert {c.check: c for c in planted.checks}["qdrant_memory"].counts == {"items_left": 1}
+        assert not planted.passed
+    finally:
+        platform.close()
+
+
+def test_the_qdrant_forget_deletes_nothing_of_a_held_owner(local_stack: Settings, tmp_path: Path) -> None:
+    """The store's one delete reads the owner's hold inside its gate: a forget reaching a held subject's
+    points (a hold placed after the activity's own read) deletes nothing and says so (``OwnerHeld``)."""
+    from stores.adapters.interface import ForgetScope
+    from stores.ledgers.owner_holds import OwnerHeld
+    from stores.qdrant.store import NewPoint
+
+    platform = build_platform(local_stack, key_cache_ttl=0.0, store_options={"qdrant_path": str(tmp_path / "q")})
+    try:
+        adapter = platform.adapters.get("qdrant_memory")
+        user = f"qdrant-held-{uuid.uuid4().hex[:8]}@example.org"
+        sk = subject_key(platform.config.subject_secret, APP, user)
+        adapter.store.add([NewPoint(APP, user, "my locker code is 4411")])  # type: ignore[attr-defined]
+        before = adapter.fingerprint(APP, user)
+        scope = ForgetScope("r", sk, APP, "forget", covers=lambda _i, text: "locker" in text)
+        platform.requests.place_hold(sk, APP, "litigation", "test")
+        with pytest.raises(OwnerHeld):
+            adapter.forget_items(scope, lambda _d: None)  # type: ignore[attr-defined]
+        assert adapter.fingerprint(APP, user) == before
+        platform.requests.release_hold(sk, "done", "test")
+        assert adapter.forget_items(scope, lambda _d: None) == {"qdrant_points": 1}  # type: ignore[attr-defined]
+        assert adapter.items_left(scope) == 0  # type: ignore[attr-defined]
     finally:
         platform.close()
