@@ -374,7 +374,11 @@ async def test_an_erase_that_drops_the_cache_index_first_fails_the_cache_check(
         self.cache.client.unlink(index_key(subject.app_name, subject.subject_key))  # the entries are orphaned
         return removed
 
+    def never_by_key_space(self: ResponseCacheAdapter, subject: Any, *, stale_only: bool) -> int:
+        return 0  # and the pass by the user's key space (the eraser's own recovery from a lost index) skipped
+
     monkeypatch.setattr(ResponseCacheAdapter, "_erase_from_index", dropped_first)
+    monkeypatch.setattr(ResponseCacheAdapter, "_erase_unindexed", never_by_key_space)
     result = await saga.erase(app, target)
     assert result.status == "verification_failed"
     body = saga.receipt_body(result.request_id)
@@ -383,4 +387,5 @@ async def test_an_erase_that_drops_the_cache_index_first_fails_the_cache_check(
     assert not check["passed"]
     assert check["counts"]["entries_from_start_left"] == held
     assert check["counts"]["indexed_entries"] == 0  # what the old check read: nothing
+    assert check["counts"]["unindexed_entries"] == held  # found by the user's key space too
     assert cache.fingerprint(app, other) == before_other
