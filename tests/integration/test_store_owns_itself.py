@@ -274,3 +274,50 @@ def test_the_qdrant_forget_deletes_nothing_of_a_held_owner(local_stack: Settings
         assert adapter.items_left(scope) == 0  # type: ignore[attr-defined]
     finally:
         platform.close()
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_an_item_forget_reaches_a_store_added_as_a_package(local_stack: Settings, owned_store: None) -> None:
+    """A user with rows in the guide's store is forgotten there by its ``forget_items`` (not refused
+    ``PLAN_INCOMPLETE``), its ``items_left`` is the forget's check, and a row written back fails it."""
+    from temporalio.testing import ActivityEnvironment
+
+    from activities.forget import ForgetActivities
+    from stores.forgetting.requests import ForgetPayload
+    from tests.forget_fixtures import ingest, make_sessions
+    from workflows.contracts.forget import ForgetStep, ForgetVerifyInput
+
+    platform = build_platform(local_stack, key_cache_ttl=0.0)
+    try:
+        assert "owned_notes" in platform.adapters.names
+        run = uuid.uuid4().hex[:8]
+        user, other = f"owned-forget-{run}@example.org", f"owned-other-{run}@example.org"
+        sk = subject_key(platform.config.subject_secret, APP, user)
+        await ingest(platform, await make_sessions(platform, APP, user, [["I live in Pune near the river."]]))
+        item = platform.memory_store.search(APP, user, "Pune river", 1, everything=True)[0]
+        write_owned(platform, APP, user, "I live in Pune near the river.")
+        kept = write_owned(platform, APP, user, "I like filter coffee.")
+        write_owned(platform, APP, other, "I live in Pune near the river.")
+        other_before = platform.adapters.get("owned_notes").fingerprint(APP, other)
+
+        acts, env = ForgetActivities(platform, b"s" * 32), ActivityEnvironment()
+        row = platform.forget_requests.create(
+            sk, APP, "forget", [item.id], ForgetPayload(user, spans=["I live in Pune near the river"])
+        )
+        applied = await asyncio.to_thread(env.run, acts.forget_apply, ForgetStep(row.request_id, sk, APP, "forget"))
+        assert applied.stores["owned_notes"] == {"owned_notes": 1}
+        with platform.pool.connection() as conn:
+            left = [r[0] for r in conn.execute(f"SELECT id FROM {TABLE} WHERE subject_key = %s", (sk,))]
+        assert left == [kept]
+        assert platform.adapters.get("owned_notes").fingerprint(APP, other) == other_before
+
+        verify = ForgetVerifyInput(row.request_id, sk, APP, "forget")
+        checks = {c.check: c for c in (await asyncio.to_thread(env.run, acts.forget_verify, verify)).checks}
+        assert checks["owned_notes"].passed
+        assert checks["owned_notes"].counts == {"items_left": 0}
+        write_owned(platform, APP, user, "I live in Pune near the river.")  # written back past every fence
+        again = await asyncio.to_thread(env.run, acts.forget_verify, verify)
+        assert {c.check: c for c in again.checks}["owned_notes"].counts == {"items_left": 1}
+        assert not again.passed
+    finally:
+        platform.close()
