@@ -18,7 +18,7 @@ from verifier.receipts.signing import (
     signing_key,
 )
 from workers.cli import main
-from workers.commands import receipt_verdict
+from workers.cli.receipts import receipt_verdict
 
 KEY = signing_key(b"k" * 32)
 

@@ -1,5 +1,7 @@
 """The ``erasure`` command line for compliance staff and operators: the composition root that gathers every
-package's commands (``workers.commands`` and its siblings, ``console.commands``)."""
+package's commands (one module per group here: ``dev``, ``runtime``, ``requests``, ``holds``, ``receipts``,
+``maintenance``, ``schedules``; their siblings ``workers.deployment_commands``, ``workers.forget_commands`` and
+``workers.memory_commands``; ``console.commands``)."""
 
 from __future__ import annotations
 
@@ -41,58 +43,46 @@ def refuse_in_production(command: str, environ: Mapping[str, str]) -> str | None
     return None
 
 
-def _stack_up(_args: argparse.Namespace, settings: Settings) -> int:
-    from workers.stack import launcher
-
-    print(f"Starting the local stack (state: {settings.state_path})")
-    launcher.up(settings)
-    return 0
-
-
-def _stack_down(args: argparse.Namespace, settings: Settings) -> int:
-    from workers.stack import launcher
-
-    launcher.down(settings, purge=args.purge)
-    return 0
-
-
-def _stack_status(_args: argparse.Namespace, settings: Settings) -> int:
-    from workers.stack import launcher
-
-    st = launcher.status(settings)
-    for part in st.parts:
-        extra = f"  ({part.detail})" if part.detail else ""
-        print(f"  {part.name:<9} {part.state:<22} {part.endpoint}{extra}")
-    print(f"Temporal UI: {settings.ui_url}")
-    return 0 if st.all_healthy else 3
+#: the order ``erasure --help`` lists the commands in; each group module (``workers/cli/``) adds its own, and
+#: ``console`` stands for the console's (``serve``, ``token``, ``audit``: ``console.commands``)
+ORDER = (
+    "stack",
+    "worker",
+    "migrate",
+    "seed",
+    "request",
+    "status",
+    "list",
+    "hold",
+    "release",
+    "receipt",
+    "verify",
+    "demo",
+    "replay-tombstones",
+    "schedule",
+    "reseal-sessions",
+    "console",
+    "codec-server",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="erasure", description="Durable right-to-be-forgotten orchestration.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    stack = sub.add_parser("stack", help="start, stop and inspect the local stack (development only)")
-    stack_sub = stack.add_subparsers(dest="stack_command", required=True)
-    stack_sub.add_parser("up", help="start every part, apply migrations, create buckets and key").set_defaults(
-        handler=_stack_up
-    )
-    down = stack_sub.add_parser("down", help="stop exactly the processes 'up' started")
-    down.add_argument(
-        "--purge",
-        action="store_true",
-        help="then delete the stack's data: its state directory (secrets included) and, as root, its Postgres "
-        "directory under /var/lib/erasure-orchestrator",
-    )
-    down.set_defaults(handler=_stack_down)
-    stack_sub.add_parser("status", help="running/healthy/stopped per part").set_defaults(handler=_stack_status)
-
     from console import commands as console_commands
-    from workers import commands, deployment_commands, forget_commands, memory_commands
+    from workers import deployment_commands, forget_commands, memory_commands
+    from workers.cli import dev, holds, maintenance, receipts, requests, runtime, schedules
+    from workers.cli.common import add_user_arguments
 
-    commands.register(sub, console_commands.register)
+    groups = (dev, runtime, requests, holds, receipts, maintenance, schedules)
+    commands = {name: add for group in groups for name, add in group.COMMANDS.items()}
+    commands["console"] = console_commands.register
+    for name in sorted(commands, key=ORDER.index):  # a command missing from ORDER fails here, loudly
+        commands[name](sub)
     deployment_commands.register(sub)
-    forget_commands.register(sub, commands.add_user_arguments)
-    memory_commands.register(sub, commands.add_user_arguments)
+    forget_commands.register(sub, add_user_arguments)
+    memory_commands.register(sub, add_user_arguments)
     return parser
 
 
@@ -133,7 +123,3 @@ def run() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
-
-
-if __name__ == "__main__":
-    run()

@@ -1,0 +1,5 @@
+"""``python -m workers.cli``: the ``erasure`` command."""
+
+from workers.cli import run
+
+run()

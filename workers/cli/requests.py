@@ -1,0 +1,170 @@
+"""Erasure requests: file one (``request``), follow one (``status``; a forget's ``fr_`` id too), list them."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+from workers.cli.common import Adder, add_user_arguments, platform_for
+from workers.errors import ErasureCliError
+from workers.settings import Settings
+
+
+async def _follow(client: Any, request_id: str, interval: float = 0.5) -> str:
+    from workers.progress_view import LiveDisplay, render
+    from workers.service import progress
+
+    display = LiveDisplay()
+    while True:
+        current = await progress(client, request_id)
+        if current is not None:
+            display.show(render(current))
+            if current.stage == "done" or current.status in ("failed",):
+                return current.status
+        await asyncio.sleep(interval)
+
+
+def _warn_other_spellings(platform: Any, app: str, user_id: str) -> None:
+    from workers.service import other_spellings_with_data
+
+    others = other_spellings_with_data(platform, app, user_id)
+    if others:
+        print(
+            f"warning: {len(others)} other spelling(s) of this user id (trimmed or Unicode-normalised) hold data "
+            f"in {app}; identity is exact, so they are not erased with it. If they are the same person, file each:",
+            file=sys.stderr,
+        )
+        for other in others:
+            print(f"  erasure request --app {app} --user-hex {other.encode().hex()}", file=sys.stderr)
+
+
+def _request(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.service import exact_user_id, file_request, ui_link
+    from workers.temporal_client import connect
+
+    user_id = exact_user_id(args.user, args.user_hex)
+
+    async def main() -> int:
+        with platform_for(settings) as platform:
+            client = await connect(settings)
+            filed = await file_request(
+                client,
+                platform,
+                settings,
+                app_name=args.app,
+                user_id=user_id,
+                reason=args.reason,
+                requested_by=args.requested_by,
+                due=args.due,
+            )
+            _warn_other_spellings(platform, args.app, user_id)
+        verb = "attached to the running request" if filed.attached else "filed"
+        print(f"{verb}: {filed.request_id}  (subject {filed.subject_key}, due {filed.due_at:%Y-%m-%d})")
+        print(f"Temporal UI: {ui_link(settings, filed.request_id)}")
+        if args.wait:
+            status = await _follow(client, filed.request_id)
+            return 0 if status == "completed" else 1
+        return 0
+
+    return asyncio.run(main())
+
+
+def forget_status(request_id: str, settings: Settings) -> int:
+    """``erasure status fr_...``: a forget filed without ``--wait`` can be followed (it said no such request)."""
+    from stores.infra.errors import RequestNotFound
+
+    with platform_for(settings) as platform:
+        try:
+            row = platform.forget_requests.get(request_id)
+        except RequestNotFound:
+            raise ErasureCliError(f"no forget request {request_id}") from None
+    print(f"forget {row.request_id}  app {row.app_name}  subject {row.subject_key}  strength {row.strength}")
+    print(f"  state {row.state}  received {row.received_at:%Y-%m-%d %H:%M}  items {len(row.memory_ids)}")
+    if row.outcome:
+        print("  " + ", ".join(f"{k}={v}" for k, v in sorted(row.outcome.items())))
+    return 0 if row.state in ("completed", "received", "running", "pending_approval") else 1
+
+
+def _status(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.progress_view import render
+    from workers.service import days_left, progress, ui_link
+    from workers.temporal_client import connect
+
+    if args.request_id.startswith("fr_"):  # a forget: its own store and workflow
+        return forget_status(args.request_id, settings)
+
+    async def main() -> int:
+        with platform_for(settings) as platform:
+            row = platform.requests.get(args.request_id)
+        client = await connect(settings)
+        if args.watch and row.state in ("received", "running", "on_hold"):
+            status = await _follow(client, args.request_id)
+            return 0 if status == "completed" else 1
+        print(f"request {row.request_id}  app {row.app_name}  subject {row.subject_key}")
+        print(f"  state {row.state}  received {row.received_at:%Y-%m-%d %H:%M}  due {row.due_at:%Y-%m-%d}", end="")
+        print(f" ({days_left(row)} days left)" if row.state in ("received", "running", "on_hold") else "")
+        found = row.record.found_at_start
+        if found is not None and not any(found.values()):
+            print("  NOTHING FOUND: no store held data for this subject when the request began (is the id")
+            print("  spelt exactly as stored? --user-hex gives it byte for byte); counts of 0 are not an erasure")
+        if row.state == "failed" and row.record.failed_step:
+            fence = {
+                "lifted": "user fence lifted: the user's agent stores new data again; file a new request to "
+                "erase what is left",
+                "kept": "user fence KEPT (lifting it failed too): the user's agent refuses new data until "
+                "a new request completes",
+                "not_placed": "the user fence was never placed",
+            }.get(row.record.fence_after_failure or "", "user fence state unknown")
+            print(f"  failed at step {row.record.failed_step}; {fence}")
+        current = await progress(client, args.request_id)
+        if current is not None:
+            print("\n".join(render(current)[1:]))
+        print(f"Temporal UI: {ui_link(settings, row.request_id)}")
+        return 0
+
+    return asyncio.run(main())
+
+
+def _list(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.service import days_left
+
+    with platform_for(settings) as platform:
+        rows = platform.requests.list_requests(args.status, args.limit)
+    for row in rows:
+        due = f"due {row.due_at:%Y-%m-%d}"
+        if row.state in ("received", "running", "on_hold"):
+            due += f" ({days_left(row)}d left)"
+        print(f"{row.request_id}  {row.state:<20} {row.app_name:<16} {row.subject_key}  {due}")
+    if not rows:
+        print("no requests")
+    return 0
+
+
+def _add_request(sub: Any) -> None:
+    req = sub.add_parser("request", help="file an erasure request")
+    req.add_argument("--app", required=True)
+    add_user_arguments(req)
+    req.add_argument("--reason")
+    req.add_argument("--requested-by")
+    req.add_argument("--due", help="due date YYYY-MM-DD (default: received + ERASURE_DUE_DAYS)")
+    req.add_argument("--wait", action="store_true", help="follow progress until done")
+    req.set_defaults(handler=_request)
+
+
+def _add_status(sub: Any) -> None:
+    st = sub.add_parser("status", help="a request's state, progress and days left")
+    st.add_argument("request_id")
+    st.add_argument("--watch", action="store_true")
+    st.set_defaults(handler=_status)
+
+
+def _add_list(sub: Any) -> None:
+    ls = sub.add_parser("list", help="list requests")
+    ls.add_argument("--status")
+    ls.add_argument("--limit", type=int, default=50)
+    ls.set_defaults(handler=_list)
+
+
+COMMANDS: dict[str, Adder] = {"request": _add_request, "status": _add_status, "list": _add_list}
