@@ -37,15 +37,15 @@ from activities.key_epochs import KeyEpochActivities
 from activities.late_sweep import LateSweepActivities
 from activities.notify import NotifyActivities
 from activities.physical_job import PhysicalJobActivities
+from activities.receipts import ReceiptActivities
 from activities.reconcile import ReconcileActivities
 from activities.request import RequestActivities
 from activities.reseal import ResealActivities
 from activities.store_steps import StoreStepActivities
+from activities.verification import VerifierActivities
 from stores.adapters.registry import AdapterRegistry
 from stores.books.approvals import ApprovalStore
 from stores.platform import Platform
-from verifier.checks import VerifierActivities
-from verifier.receipts.issuing import ReceiptActivities
 from verifier.workflow import VerifierWorkflow
 from workers.credential_reload import TemporalCredentials
 from workers.logging_setup import get_logger

@@ -14,11 +14,12 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
+from activities import verification as checks
 from activities.boundary import at_the_boundary
+from activities.verification import VerifierActivities
 from stores.adapters.interface import Beat
 from stores.books.request_record import RequestRecord
-from verifier import checks
-from verifier.checks import CheckContext, VerifierActivities
+from verifier.checks import CheckContext
 from workflows.contracts.erasure import CheckResult, ChecksInput, ChecksResult
 
 NAMES = ["sessions", "artifacts", "memory", "logs", "fence"]

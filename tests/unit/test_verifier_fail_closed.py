@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from activities import verification
+from activities.verification import VerifierActivities
 from stores.adapters.interface import Bound
 from stores.adapters.registry import AdapterConfigError
 from stores.artifacts.adapter import ArtifactsAdapter
@@ -19,7 +21,7 @@ from stores.keys.adapter import KeysAdapter
 from stores.memory.adapter import MemoryAdapter
 from stores.sessions.adapter import SessionsAdapter
 from verifier import checks
-from verifier.checks import CheckContext, VerifierActivities
+from verifier.checks import CheckContext
 from workflows.contracts.erasure import CheckInput, CheckResult
 
 SUBJECT = "sk_" + "a" * 40
@@ -78,7 +80,7 @@ def verifier(monkeypatch: pytest.MonkeyPatch) -> tuple[VerifierActivities, Nothi
         adapters[cls.name] = adapter
     adapters["sessions"]._belongs = lambda subject: lambda user: False  # type: ignore[method-assign]
     platform.adapters = Registry(adapters)
-    monkeypatch.setattr(checks, "tombstoned_sessions", lambda pool, subject: {"s1"})
+    monkeypatch.setattr(verification, "tombstoned_sessions", lambda pool, subject: {"s1"})
     return VerifierActivities(platform), fake
 
 
@@ -139,7 +141,7 @@ def test_recorded_empty_lists_are_inputs_not_gaps(monkeypatch: pytest.MonkeyPatc
     for check in ("sessions", "memory"):
         assert run(monkeypatch, check, empty).passed, check
     acts, _ = verifier(monkeypatch)
-    monkeypatch.setattr(checks, "tombstoned_sessions", lambda pool, subject: set())
+    monkeypatch.setattr(verification, "tombstoned_sessions", lambda pool, subject: set())
     ctx = CheckContext(CheckInput("r1", SUBJECT, "app", "fence", "final"), "user-1", empty, None)
     assert acts.check(ctx).passed
 

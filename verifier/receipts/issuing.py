@@ -1,22 +1,24 @@
-"""``issue_receipt``: build the PII-free receipt, sign it, store it in Postgres and export it to S3."""
+"""Receipt issuing's document and storage: the PII-free body (``receipt_body``, no I/O), and the receipt
+signed and stored once per request in Postgres and exported to S3 (``issue_once``). The activity that
+gathers the body's inputs and issues it is ``activities.receipts``.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from psycopg.types.json import Jsonb
-from temporalio import activity
 
-from activities.support import PlatformActivities
-from stores.adapters.registry import AdapterConfigError, after_sweep
+from stores.adapters.interface import Disposition
+from stores.books.request_record import RequestRecord
+from stores.books.requests import ErasureRequestRow
 from stores.platform import Platform
-from verifier.receipts.attestation import file_physical
-from verifier.receipts.signing import SCHEMA_ID, digest, document_bytes, sign, signing_key
-from workflows.contracts.erasure import Activities, ReceiptInput, ReceiptRef
+from verifier.receipts.signing import SCHEMA_ID, document_bytes
+from workflows.contracts.erasure import ReceiptInput
 
 #: the stores a request filed before plans existed ran (its receipt lists them)
 LEGACY_STORES = ("artifacts", "sessions", "memory", "logs", "keys")
@@ -40,88 +42,71 @@ def outcome(status: str, subject_found: bool) -> str:
     return status
 
 
-class ReceiptActivities(PlatformActivities):
-    def __init__(self, platform: Platform, signing_seed: bytes) -> None:
-        super().__init__(platform)
-        self._key = signing_key(signing_seed)
+def receipt_stores(record: RequestRecord) -> list[str]:
+    """The stores a receipt lists: the request's plan's (requests filed before plans: the five it ran)."""
+    return list(record.stores if record.stores is not None else LEGACY_STORES)
 
-    def build_body(self, inp: ReceiptInput) -> dict[str, Any]:
-        row = self.platform.requests.get(inp.request_id)
-        record = row.record
-        completed = datetime.fromisoformat(inp.completed_at)
-        stores = list(record.stores if record.stores is not None else LEGACY_STORES)
-        physical = self.physical(inp, stores, any((record.found_at_start or {}).values()))
-        return {
-            "schema": SCHEMA_ID,
-            # the plan's stores (requests filed before plans: the five built-in stores they ran)
-            "stores": stores,
-            "dispositions": self.dispositions(stores, inp, physical["state"]),
-            "physical": physical,
-            "request_id": inp.request_id,
-            "subject_key": inp.subject_key,
-            "app_name": inp.app_name,
-            "status": inp.status,
-            "received_at": row.received_at.isoformat(),
-            "started_at": row.started_at.isoformat() if row.started_at else None,
-            "completed_at": completed.isoformat(),
-            "due_at": row.due_at.isoformat(),
-            "due_met": completed <= row.due_at,
-            "steps": [{"name": s.name, "state": s.state, "counts": dict(s.counts)} for s in inp.steps],
-            "subject_found": any((record.found_at_start or {}).values()),
-            # in words: a completed request for an id the platform held nothing for erased nothing
-            "outcome": outcome(inp.status, any((record.found_at_start or {}).values())),
-            "found_at_start": dict(record.found_at_start or {}),
-            "derived_rows_removed": list(record.derived_removed or []),
-            "second_sweep": dict(record.second_sweep or {}),
-            "verifications": verifications_json(inp.verifications),
-            "holds": [
-                {"action": h["action"], "at": h["at"]}  # never the free-text reason (it may name people)
-                for h in self.platform.requests.hold_history(inp.subject_key, since=row.received_at)
-            ],
-            "software": {"name": "erasure-orchestrator", "version": software_version()},
-            "issued_at": datetime.now(UTC).isoformat(),
-        }
 
-    def physical(self, inp: ReceiptInput, stores: list[str], found: bool) -> dict[str, Any]:
-        """Where the physical clean-up stands (issue 30): the request's own plan ran it (``in_saga``: filed
-        before the platform job existed), nothing was deleted (``not_needed``), or the request is filed with
-        the platform's physical job and owed an attestation by ``due_by`` (``pending``).
+def dispositions(
+    stores: Iterable[str], declared: Mapping[str, Disposition | None], inp: ReceiptInput, physical: str = ""
+) -> list[dict[str, Any]]:
+    """Per store: what happened to the user's data there (``declared``: its adapter's ``disposition``, None
+    where it has none or no adapter of this worker declares the store: then it is listed as deleted), the
+    step's counts, what remains where, and where its physical removal stands."""
+    counts = {s.name: dict(s.counts) for s in inp.steps}
+    out: list[dict[str, Any]] = []
+    for name in stores:
+        given = declared.get(name)
+        what, remains = (given.what, given.remains) if given is not None else ("deleted", "")
+        entry = {"store": name, "what": what, "remains": remains, "counts": counts.get(name, {})}
+        if physical:
+            entry["physical"] = physical
+        out.append(entry)
+    return out
 
-        Whatever the verdict: a request whose checks failed (``verification_failed``) deleted data all the
-        same, and those rows' dead tuples and old volumes are owed the same physical pass (issue 39)."""
-        if any(_physical_step(self.platform, name) for name in stores):
-            return {"state": "in_saga"}
-        if not (found or deleted_anything(inp.steps, stores)):
-            return {"state": "not_needed"}
-        return file_physical(self.platform.pool, inp.request_id, "erasure", self.platform.config.physical_window)
 
-    def dispositions(self, stores: list[str], inp: ReceiptInput, physical: str = "") -> list[dict[str, Any]]:
-        """Per store: what happened to the user's data there (its adapter's ``disposition``), the step's
-        counts, what remains where, and where its physical removal stands. A store no adapter of this worker
-        declares is listed as deleted."""
-        counts = {s.name: dict(s.counts) for s in inp.steps}
-        out: list[dict[str, Any]] = []
-        for name in stores:
-            try:
-                declared = getattr(self.platform.adapters.get(name), "disposition", None)
-            except AdapterConfigError:
-                declared = None
-            what, remains = (declared.what, declared.remains) if declared is not None else ("deleted", "")
-            entry = {"store": name, "what": what, "remains": remains, "counts": counts.get(name, {})}
-            if physical:
-                entry["physical"] = physical
-            out.append(entry)
-        return out
-
-    @activity.defn(name=Activities.RECEIPT)
-    def issue_receipt(self, inp: ReceiptInput) -> ReceiptRef:
-        document = issue_once(
-            self.platform, inp.request_id, inp.subject_key, lambda: sign(self.build_body(inp), self._key)
-        )
-        return ReceiptRef(inp.request_id, digest(document), receipt_key(inp.request_id))
-
-    def activities(self) -> list[Callable[..., Any]]:
-        return [self.issue_receipt]
+def receipt_body(
+    inp: ReceiptInput,
+    row: ErasureRequestRow,
+    disposed: list[dict[str, Any]],
+    physical: dict[str, Any],
+    holds: Iterable[Mapping[str, Any]],
+    issued_at: datetime,
+) -> dict[str, Any]:
+    """The receipt's body (unsigned, PII-free) from what the issuing activity gathered: the request's row,
+    each store's disposition (``dispositions``), where the physical clean-up stands, the holds since the
+    request was received."""
+    record = row.record
+    completed = datetime.fromisoformat(inp.completed_at)
+    found = any((record.found_at_start or {}).values())
+    return {
+        "schema": SCHEMA_ID,
+        # the plan's stores (requests filed before plans: the five built-in stores they ran)
+        "stores": receipt_stores(record),
+        "dispositions": disposed,
+        "physical": physical,
+        "request_id": inp.request_id,
+        "subject_key": inp.subject_key,
+        "app_name": inp.app_name,
+        "status": inp.status,
+        "received_at": row.received_at.isoformat(),
+        "started_at": row.started_at.isoformat() if row.started_at else None,
+        "completed_at": completed.isoformat(),
+        "due_at": row.due_at.isoformat(),
+        "due_met": completed <= row.due_at,
+        "steps": [{"name": s.name, "state": s.state, "counts": dict(s.counts)} for s in inp.steps],
+        "subject_found": found,
+        # in words: a completed request for an id the platform held nothing for erased nothing
+        "outcome": outcome(inp.status, found),
+        "found_at_start": dict(record.found_at_start or {}),
+        "derived_rows_removed": list(record.derived_removed or []),
+        "second_sweep": dict(record.second_sweep or {}),
+        "verifications": verifications_json(inp.verifications),
+        # never the free-text reason (it may name people)
+        "holds": [{"action": h["action"], "at": h["at"]} for h in holds],
+        "software": {"name": "erasure-orchestrator", "version": software_version()},
+        "issued_at": issued_at.isoformat(),
+    }
 
 
 def deleted_anything(steps: Iterable[Any], stores: Iterable[str]) -> bool:
@@ -130,14 +115,6 @@ def deleted_anything(steps: Iterable[Any], stores: Iterable[str]) -> bool:
     job that owed nothing, never the reverse."""
     names = set(stores) | {"sweep"}
     return any(v > 0 for s in steps if s.name in names for v in dict(s.counts).values())
-
-
-def _physical_step(platform: Platform, name: str) -> bool:
-    """Whether ``name`` is a physical clean-up step (one an older plan ran inside the saga)."""
-    try:
-        return after_sweep(platform.adapters.get(name))
-    except AdapterConfigError:
-        return name in ("vacuum", "compaction")
 
 
 def load_receipt(platform: Platform, request_id: str) -> dict[str, Any] | None:
