@@ -18,7 +18,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.support import PlatformActivities, beat, keep_sensitive, non_retryable
-from stores.adapters.interface import ForgetScope, ItemForgetting, Subject
+from stores.adapters.interface import ForgetScope, ItemForgetting, ItemsCheck, ScopedItemForgetting, Subject
 from stores.adapters.registry import AdapterRegistry
 from stores.forgetting.item_forget import ForgetOutcome, ItemForgetter, session_items, session_texts
 from stores.forgetting.requests import ForgetPayload, ForgetRequestRow
@@ -43,15 +43,12 @@ from workflows.contracts.forget import (
     ForgetVerifyInput,
 )
 
-#: what this activity's own code does in the built-in stores (the adapters without ``forget_items``): listed
-#: per store in the receipt; any other registered store needs the capability, or holds nothing of the subject
-OWN_PATHS: dict[str, str] = {
-    "memory": "the items deleted by (subject key, id), derived rows through provenance (any owner)",
-    "sessions": "erase_session: the session's events and row; a forget redacts the conversation at request time",
-    "artifacts": "erase_session: every version of the session's artifacts",
-    "logs": "erase_session: the session's lines, segments rewritten",
-    "keys": "data keys hold no item content: kept (only an erasure shreds them)",
-}
+#: the forget's one first step, run by this activity itself (``ItemForgetter``): the memory store's items by
+#: (subject key, id) and the rows derived from them through provenance (any owner). It places the tombstone,
+#: which defines what every other store is asked (``ForgetScope``), so it cannot be one adapter among the
+#: others; its checks are ``recall``, ``store`` and ``state``. Every other registered store is asked through
+#: its adapter's ``ItemForgetting``, built-in stores included, or holds nothing of the subject.
+FIRST_STEP = "memory"
 
 
 class ForgetActivities(PlatformActivities):
@@ -122,10 +119,10 @@ class ForgetActivities(PlatformActivities):
 
     def _uncovered(self, sk: str, app: str, user: str, request_id: str) -> None:
         """Fail closed before anything changes: a registered store that holds the subject's data and that
-        neither the activity's own code nor a ``forget_items`` covers could keep the forgotten items."""
+        neither the first step nor a ``forget_items`` covers could keep the forgotten items."""
         subject = Subject(request_id, sk, app, user)
         for adapter in self.registry.in_order():
-            if adapter.name in OWN_PATHS or isinstance(adapter, ItemForgetting):
+            if adapter.name == FIRST_STEP or isinstance(adapter, ItemForgetting):
                 continue
             if any(v > 0 for v in adapter.locate(subject).values()):
                 raise non_retryable(
@@ -135,28 +132,43 @@ class ForgetActivities(PlatformActivities):
                 )
 
     def _listed(self, stores: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
-        """Every registered store, by name, with what this forget did there (``{}``: its own path had nothing
-        to do for this strength, e.g. the data keys)."""
+        """Every registered store, by name, with what this forget did there (``{}``: its ``forget_items`` had
+        nothing to do for this strength, e.g. the data keys, or the sessions for an item forget)."""
         return {a.name: dict(stores.get(a.name, {})) for a in self.registry.in_order()}
 
-    def _scope(self, row: ForgetRequestRow, gone: list[str], session: str | None) -> ForgetScope:
+    def _scope(self, row: ForgetRequestRow, payload: ForgetPayload, gone: list[str]) -> ForgetScope:
         """What this request covers, for the stores' ``forget_items`` and ``items_left``: the request's items,
-        the rows its tombstone names and those it deleted (``gone``), the erased session, the tombstone."""
+        the rows its tombstone names and those it deleted (``gone``), the erased session (a session erasure's
+        only), the tombstone, the raw user id (in memory only)."""
         placed = self.platform.forgetting.get(row.tombstone_id)
         named = placed.memory_ids if placed else frozenset()
         matcher = TombstoneMatcher(self.platform.config.subject_secret, [placed] if placed else [])
         ids = frozenset([*row.memory_ids, *named, *gone])
-        return ForgetScope(row.request_id, row.subject_key, row.app_name, row.strength, ids, session, matcher.covers)
+        sid = payload.session_id if row.strength == "erase_session" and payload.session_id else None
+        ref = session_ref(row.subject_key, sid) if sid else None
+        return ForgetScope(
+            row.request_id,
+            row.subject_key,
+            row.app_name,
+            row.strength,
+            ids,
+            ref,
+            matcher.covers,
+            session_id=sid,
+            user_id=payload.user_id,
+        )
 
-    def _other_stores(self, row: ForgetRequestRow, gone: list[str], session: str | None) -> dict[str, dict[str, int]]:
-        """Every registered store with ``forget_items``, asked to forget what this request covers (its counts),
-        and the others (nothing of the subject there: checked first)."""
+    def _other_stores(
+        self, row: ForgetRequestRow, payload: ForgetPayload, gone: list[str]
+    ) -> dict[str, dict[str, int]]:
+        """Every registered store but the first step's, asked through its ``forget_items`` to forget what this
+        request covers (its counts), and the others (nothing of the subject there: checked first)."""
         sk = row.subject_key
-        scope = self._scope(row, gone, session)
+        scope = self._scope(row, payload, gone)
         done: dict[str, dict[str, int]] = {}
-        self._refuse_if_held(sk, row.request_id)  # Chroma's and the cache's items are the subject's own
+        self._refuse_if_held(sk, row.request_id)  # the other stores' items are the subject's own
         for adapter in self.registry.in_order():
-            if adapter.name in OWN_PATHS:
+            if adapter.name == FIRST_STEP:
                 continue
             if isinstance(adapter, ItemForgetting):
                 beat(stage=adapter.name)
@@ -214,7 +226,7 @@ class ForgetActivities(PlatformActivities):
             "refused_ids": outcome.refused_ids,
             "held": outcome.held,
         }
-        stores = {"memory": memory, **self._other_stores(row, outcome.derived_ids, None)}
+        stores = {FIRST_STEP: memory, **self._other_stores(row, payload, outcome.derived_ids)}
         return ForgetApplied(_flat(stores), outcome.derived_ids, self._listed(stores))
 
     def _journal(self, row: ForgetRequestRow, outcome: ForgetOutcome, items: list[str] | None = None) -> None:
@@ -233,8 +245,9 @@ class ForgetActivities(PlatformActivities):
         self.platform.lifecycle_journal.record(entry)
 
     def _erase_session(self, row: ForgetRequestRow, payload: ForgetPayload, forgetter: ItemForgetter) -> ForgetApplied:
-        from stores.artifacts.bucket import session_prefix
-
+        """The session's permanent tombstone, then the first step (its memory rows: what it alone held goes,
+        what a kept session shares loses it), then every other store through its adapter's ``forget_items``
+        (the session's rows, artifacts and log lines)."""
         sk, app, user, sid = row.subject_key, row.app_name, payload.user_id, str(payload.session_id)
         self.platform.ledger.mark_sessions(app, [sid], sk, row.request_id)  # permanent: never re-ingested
         with self.platform.pool.connection() as conn:  # what came from this session alone; what a kept one shares
@@ -252,28 +265,14 @@ class ForgetActivities(PlatformActivities):
             texts=texts,  # the same content written back by another door is refused too
         )
         self._journal(row, outcome, parts.only)
-        beat(stage="artifacts")
-        versions = self.platform.artifacts.erase_prefix(
-            session_prefix(app, sk, sid), on_batch=lambda n: beat(stage="artifacts", versions=n)
-        )
-        beat(stage="logs")
-        lines, ref = 0, session_ref(sk, sid)
-        for key in self.platform.logs.segments_of(sk):
-            lines += self.platform.logs.purge_session(key, app, sk, ref).removed
-            beat(stage="logs", lines=lines)
-        beat(stage="session")
-        counts = self.platform.sessions.erase_sessions(app, user, [sid])
         stores = {
-            "memory": {
+            FIRST_STEP: {
                 "items": outcome.items,
                 "derived_rows": outcome.derived,
                 "detached": outcome.detached,
                 "held": outcome.held,
             },
-            "sessions": {"sessions": counts.sessions, "events": counts.events},
-            "artifacts": {"artifact_versions": versions},
-            "logs": {"log_lines": lines},
-            **self._other_stores(row, [*parts.only, *outcome.derived_ids], session_ref(sk, sid)),
+            **self._other_stores(row, payload, [*parts.only, *outcome.derived_ids]),
         }
         return ForgetApplied(_flat(stores), outcome.derived_ids, self._listed(stores))
 
@@ -343,29 +342,29 @@ class ForgetActivities(PlatformActivities):
             checks.append(ForgetCheck("store", stored == 0, {"stored_again": stored}))
             states = self._state_keys_left(app, user, payload.state_keys)
             checks.append(ForgetCheck("state", states == 0, {"state_keys_left": states}))
-        if row.strength == "erase_session" and payload.session_id:
-            left = self.platform.sessions.count_sessions(app, user, [payload.session_id])
-            checks.append(ForgetCheck("session", left == 0, {"session_rows_left": left}))
-            lines = self.platform.logs.session_lines_left(app, sk, session_ref(sk, payload.session_id))
-            checks.append(ForgetCheck("logs", lines == 0, {"session_lines_left": lines}))
-            from stores.artifacts.bucket import session_prefix
-
-            versions = self.platform.artifacts.count_prefix(session_prefix(app, sk, payload.session_id)).total
-            checks.append(ForgetCheck("artifacts", versions == 0, {"versions_left": versions}))
-        if row.strength != "suppress":  # every other store that holds items: read as it is, by its own reads
-            erased = (
-                session_ref(sk, payload.session_id) if row.strength == "erase_session" and payload.session_id else None
-            )
-            scope = self._scope(row, [], erased)
-            for adapter in self.registry.in_order():
-                if adapter.name not in OWN_PATHS and isinstance(adapter, ItemForgetting):
-                    left = adapter.items_left(scope)
-                    checks.append(ForgetCheck(adapter.name, left == 0, {"items_left": left}))
+        if row.strength != "suppress":  # every other store: read as it is, by its adapter's own reads
+            checks += self._store_checks(self._scope(row, payload, []))
         if inp.reingest and row.strength != "suppress":  # a suppression blocks recall, not writes: recall checks it
             counts = {"sessions": reingested, "forgotten_rows_it_would_write": would_return}
             checks.append(ForgetCheck("reingest", would_return == 0, counts))
         phase = "after_reingest" if inp.reingest else "after_forget"
         return ForgetVerification(phase, all(c.passed for c in checks), checks)
+
+    def _store_checks(self, scope: ForgetScope) -> list[ForgetCheck]:
+        """One check per registered store with ``forget_items`` (but the first step's), named as its adapter
+        says (``ScopedItemForgetting``; else by the adapter's name), where the scope leaves something there
+        to check."""
+        checks: list[ForgetCheck] = []
+        for adapter in self.registry.in_order():
+            if adapter.name == FIRST_STEP or not isinstance(adapter, ItemForgetting):
+                continue
+            shown = (
+                adapter.items_check(scope) if isinstance(adapter, ScopedItemForgetting) else ItemsCheck(adapter.name)
+            )
+            if shown is not None:
+                left = adapter.items_left(scope)
+                checks.append(ForgetCheck(shown.name, left == 0, {shown.count: left}))
+        return checks
 
     def _stored(self, subject_key: str, row: ForgetRequestRow, matcher: TombstoneMatcher) -> tuple[int, int]:
         """(forgotten items found in the store again, by id or by a forgotten span; items of the request kept).

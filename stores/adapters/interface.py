@@ -18,12 +18,15 @@ after every adapter that does not itself say ``"*"``, as the key shredder does),
                  byte-identical.
 
 One optional capability, ``ItemForgetting``: ``forget_items(scope, beat)`` forgets, in the adapter's store,
-what one item forget or one session erasure covers (``ForgetScope``: the forgotten ids, the erased session's
-reference, the tombstone's matcher) and returns counts; ``items_left(scope)`` counts what is still there
-(the forget verification's check). The forget activity calls them on every registered adapter that has
-them, and lists each store's counts in the forget's receipt; a registered store that holds the subject's
-data (``locate``) and has neither the capability nor a path of the activity's own fails the forget
-closed: never a receipt that says ``completed`` next to a store nobody asked.
+what one item forget or one session erasure covers (``ForgetScope``: the forgotten ids, the erased session,
+the tombstone's matcher) and returns counts; ``items_left(scope)`` counts what is still there (the forget
+verification's check). The forget activity calls them on every registered adapter that has them, built-in
+stores included, after its one first step (the memory store's forgetting, which places the tombstone and
+so defines what the others are asked), and lists each store's counts in the forget's receipt; a registered
+store that holds the subject's data (``locate``) and lacks the capability fails the forget closed: never a
+receipt that says ``completed`` next to a store nobody asked. Beside it, ``ScopedItemForgetting``:
+``items_check(scope)`` names the store's check (``ItemsCheck``), or says the scope leaves nothing there to
+check (a store that acts only on a session erasure, asked about an item forget).
 
 ``VacuumTables``: ``vacuum_tables()`` names the Postgres tables the adapter deletes rows from, for the
 physical clean-up's vacuum (a ``Claims`` adapter without it has its claimed tables vacuumed); ``SeesPeers``:
@@ -141,7 +144,9 @@ class ForgetScope:
     ``memory_ids``: the subject's items forgotten and the rows derived from them (random UUIDs);
     ``session_ref``: an erased session (``session_ref(subject key, session id)``), else ``None``;
     ``covers``: the forget's tombstone as a predicate on (item id or ``None``, text): by id, by a forgotten
-    span, by an erased session's whole text. In memory only: nothing of it reaches Temporal."""
+    span, by an erased session's whole text; ``session_id`` (the erased session's own id: the key of its
+    rows and objects) and ``user_id`` (the raw id, for stores that file rows under it), while the request
+    holds them. In memory only: nothing of it reaches Temporal."""
 
     request_id: str
     subject_key: str
@@ -150,6 +155,18 @@ class ForgetScope:
     memory_ids: frozenset[str] = frozenset()
     session_ref: str | None = None
     covers: Callable[[str | None, str], bool] = _covers_nothing
+    session_id: str | None = None
+    user_id: str | None = None
+
+    def erased_session(self) -> str | None:
+        """The session a session erasure removes, else ``None`` (an item forget, or no session recorded)."""
+        return self.session_id if self.strength == "erase_session" and self.session_id else None
+
+    def raw_user_id(self) -> str:
+        """The raw id, for a store that files rows under it (fails where the request no longer holds it)."""
+        if self.user_id is None:
+            raise ValueError("the forget's raw user id is not known here")
+        return self.user_id
 
 
 @runtime_checkable
@@ -178,6 +195,25 @@ class ItemForgetting(Protocol):
     def forget_items(self, scope: ForgetScope, beat: Beat) -> dict[str, int]: ...
 
     def items_left(self, scope: ForgetScope) -> int: ...
+
+
+@dataclass(frozen=True)
+class ItemsCheck:
+    """How the forget verification shows one store's ``items_left``: the check's name and its count's."""
+
+    name: str
+    count: str = "items_left"
+
+
+@runtime_checkable
+class ScopedItemForgetting(Protocol):
+    """Optional, beside ``ItemForgetting``: ``items_check(scope)`` is this store's check for ``scope``, or
+    ``None`` where the scope leaves nothing in the store to check (a store that acts only on a session
+    erasure, asked about an item forget; the data keys, which hold no item content, always). The built-in
+    stores keep the names their checks had before they forgot through their adapters, so receipts read the
+    same. Without it: the adapter's name and ``items_left``, for every scope."""
+
+    def items_check(self, scope: ForgetScope) -> ItemsCheck | None: ...
 
 
 @runtime_checkable

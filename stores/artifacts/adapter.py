@@ -16,8 +16,18 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from stores.adapters.common import digest
-from stores.adapters.interface import Beat, Bound, DataClaims, Disposition, Remaining, Subject, Swept
-from stores.artifacts.bucket import ArtifactEraser, user_prefix
+from stores.adapters.interface import (
+    Beat,
+    Bound,
+    DataClaims,
+    Disposition,
+    ForgetScope,
+    ItemsCheck,
+    Remaining,
+    Subject,
+    Swept,
+)
+from stores.artifacts.bucket import ArtifactEraser, session_prefix, user_prefix
 
 if TYPE_CHECKING:
     from stores.adapters.context import StoreContext
@@ -131,6 +141,30 @@ class ArtifactsAdapter:
                 objects.append((v["Key"], v["VersionId"], hashlib.sha256(body).hexdigest()))
             objects += [(m["Key"], m["VersionId"], "marker") for m in page.get("DeleteMarkers", [])]
         return {"artifacts": digest(sorted(objects)), "counts": {"artifacts": len(objects)}}
+
+    # ----- item forgetting (``ItemForgetting``): a session erasure removes the session's artifacts -------
+
+    def forget_items(self, scope: ForgetScope, beat: Beat) -> dict[str, int]:
+        """A session erasure: every version and delete marker under the session's prefix, through the gated
+        ``erase_prefix`` (a heartbeat per batch). Item forgets: artifacts hold no memory items."""
+        session_id = scope.erased_session()
+        if session_id is None:
+            return {}
+        versions = self.artifacts.erase_prefix(
+            session_prefix(scope.app_name, scope.subject_key, session_id), on_batch=lambda n: beat({"versions": n})
+        )
+        return {"artifact_versions": versions}
+
+    def items_left(self, scope: ForgetScope) -> int:
+        """Object versions and delete markers left under the erased session's prefix (its own listing)."""
+        session_id = scope.erased_session()
+        if session_id is None:
+            return 0
+        return self.artifacts.count_prefix(session_prefix(scope.app_name, scope.subject_key, session_id)).total
+
+    def items_check(self, scope: ForgetScope) -> ItemsCheck | None:
+        """Checked for a session erasure only, under the name the forget's receipts have always used."""
+        return ItemsCheck("artifacts", "versions_left") if scope.erased_session() else None
 
     def claims(self) -> DataClaims:
         """The data map: the bucket's top-level prefix every user's objects live under (``user_prefix``)."""

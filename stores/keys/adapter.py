@@ -26,6 +26,8 @@ from stores.adapters.interface import (
     Bound,
     DataClaims,
     Disposition,
+    ForgetScope,
+    ItemsCheck,
     Remaining,
     Subject,
     Swept,
@@ -196,6 +198,21 @@ class KeysAdapter:
                 "SELECT key_id, version, wrapped_key FROM data_keys WHERE subject_key=%s ORDER BY version", (sk,)
             ).fetchall()
         return {"keys": digest(keys), "counts": {"keys": len(keys)}}
+
+    # ----- item forgetting (``ItemForgetting``): nothing to forget here --------------------------------
+
+    def forget_items(self, scope: ForgetScope, beat: Beat) -> dict[str, int]:
+        """Data keys hold no item content: an item forget or a session erasure keeps them (only an erasure
+        shreds them, with every copy of the subject's sealed blobs). Listed in the receipt with no counts."""
+        return {}
+
+    def items_left(self, scope: ForgetScope) -> int:
+        """No item content here to be left (never a check: ``items_check`` says so)."""
+        return 0
+
+    def items_check(self, scope: ForgetScope) -> ItemsCheck | None:
+        """No check for any scope: a count of item content in a store that holds none could never fail."""
+        return None
 
     def claims(self) -> DataClaims:
         """The data map: the wrapped data keys, their version counters and the per-user KMS keys' rows."""

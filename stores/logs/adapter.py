@@ -25,10 +25,21 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from stores.adapters.common import digest
-from stores.adapters.interface import Beat, Bound, DataClaims, Disposition, Remaining, Subject, Swept
+from stores.adapters.interface import (
+    Beat,
+    Bound,
+    DataClaims,
+    Disposition,
+    ForgetScope,
+    ItemsCheck,
+    Remaining,
+    Subject,
+    Swept,
+)
 from stores.adapters.side_by_side import few_at_a_time
 from stores.logs.archive import segment_key, shared_archive
 from stores.logs.reads import LogReads, SegmentScan, SubjectLineRule
+from stores.privacy.identity import session_ref
 from stores.privacy.redaction import sensitive
 
 if TYPE_CHECKING:
@@ -178,6 +189,34 @@ class LogsAdapter:
             "log_lines": digest(sorted(lines)),
             "counts": {"log_segments": len(index), "log_lines": len(lines)},
         }
+
+    # ----- item forgetting (``ItemForgetting``): a session erasure removes the session's lines -----------
+
+    def forget_items(self, scope: ForgetScope, beat: Beat) -> dict[str, int]:
+        """A session erasure: the session's lines (by their ``session_ref``) in every segment the subject's
+        index names, each rewritten by the gated ``purge_session`` under its segment lock; the subject's
+        other lines and everyone else's stay byte for byte. Item forgets: log lines are not memory items."""
+        session_id = scope.erased_session()
+        if session_id is None:
+            return {}
+        lines, ref = 0, session_ref(scope.subject_key, session_id)
+        for key in self.logs.segments_of(scope.subject_key):
+            lines += self.logs.purge_session(key, scope.app_name, scope.subject_key, ref).removed
+            beat({"lines": lines})
+        return {"log_lines": lines}
+
+    def items_left(self, scope: ForgetScope) -> int:
+        """Lines of the erased session still in the subject's indexed segments (read directly)."""
+        session_id = scope.erased_session()
+        if session_id is None:
+            return 0
+        return self.logs.session_lines_left(
+            scope.app_name, scope.subject_key, session_ref(scope.subject_key, session_id)
+        )
+
+    def items_check(self, scope: ForgetScope) -> ItemsCheck | None:
+        """Checked for a session erasure only, under the name the forget's receipts have always used."""
+        return ItemsCheck("logs", "session_lines_left") if scope.erased_session() else None
 
     def claims(self) -> DataClaims:
         """The data map: the subject index and the bucket's top-level prefix of every segment (``segment_key``)."""

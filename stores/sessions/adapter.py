@@ -18,7 +18,17 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from stores.adapters.common import belongs_to, chunks, digest
-from stores.adapters.interface import Beat, Bound, DataClaims, Disposition, Remaining, Subject, Swept
+from stores.adapters.interface import (
+    Beat,
+    Bound,
+    DataClaims,
+    Disposition,
+    ForgetScope,
+    ItemsCheck,
+    Remaining,
+    Subject,
+    Swept,
+)
 from stores.adapters.tombstone_reads import erased_session_ids
 from stores.privacy.redaction import sensitive
 from stores.sessions.adk_tables import SessionCounts, SessionStore
@@ -199,6 +209,30 @@ class SessionsAdapter:
             "user_state": digest(user_state),
             "counts": {"sessions": len(sessions), "events": len(events), "user_state": len(user_state)},
         }
+
+    # ----- item forgetting (``ItemForgetting``): a session erasure removes the session's rows ------------
+
+    def forget_items(self, scope: ForgetScope, beat: Beat) -> dict[str, int]:
+        """A session erasure: the session's events and row, through the gated ``erase_sessions`` (its
+        permanent tombstone is placed before the forget's first step). An item forget changes nothing here:
+        the conversation is redacted when the forget is requested."""
+        session_id = scope.erased_session()
+        if session_id is None:
+            return {}
+        counts = self.sessions.erase_sessions(scope.app_name, scope.raw_user_id(), [session_id])
+        beat({"sessions": counts.sessions, "events": counts.events})
+        return {"sessions": counts.sessions, "events": counts.events}
+
+    def items_left(self, scope: ForgetScope) -> int:
+        """Session and event rows of the erased session still under the user (ADK's indexes)."""
+        session_id = scope.erased_session()
+        if session_id is None:
+            return 0
+        return self.sessions.count_sessions(scope.app_name, scope.raw_user_id(), [session_id])
+
+    def items_check(self, scope: ForgetScope) -> ItemsCheck | None:
+        """Checked for a session erasure only, under the name the forget's receipts have always used."""
+        return ItemsCheck("session", "session_rows_left") if scope.erased_session() else None
 
     def claims(self) -> DataClaims:
         """The data map: google-adk's tables with a user (``app_states`` names none: app-wide state)."""

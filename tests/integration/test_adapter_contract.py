@@ -28,10 +28,14 @@ The contract (one test each, parametrised by adapter name):
    only it, and the check passes again.
 5. forget: an ``ItemForgetting`` adapter forgets one seeded item of the target (a ``ForgetScope`` over one item
    its own ``items_left`` reads) and only it: ``items_left`` goes from >= 1 to 0, the target's other items stay,
-   a second forget finds nothing, the other user is unchanged. An adapter without the capability is either
-   forgotten by the forget activity's own code (``activities.forget.OWN_PATHS``: skipped here, tested in
-   ``test_item_forget.py`` and ``test_forget_every_store.py``) or must make a forget of a subject it holds
-   data of fail closed (``PlanIncomplete``).
+   a second forget finds nothing, the other user is unchanged. A store that acts only on a session erasure
+   (its ``items_check`` names no check for an item forget: the sessions, artifacts and logs) is left as it was
+   by an item forget, and a session erasure of one of the target's sessions removes that session's data there
+   and only it (the target's other session stays, so does the other user's data under the same session id);
+   a store that names no check for either (the data keys) changes for neither. The forget's first step (the
+   memory store, ``activities.forget.FIRST_STEP``: it places the tombstone the others are asked by) is
+   skipped here, tested in ``test_item_forget.py`` and ``test_forget_every_store.py``. An adapter without the
+   capability must make a forget of a subject it holds data of fail closed (``PlanIncomplete``).
 6. fail closed on missing input: with a bare ``RequestRecord`` (no step record, no capture), with and without a
    bound, with the raw id and in subject-key mode, the check never passes while the store holds the user's
    data: it reports ``missing`` (``NO_RECORDED_INPUT`` lists the adapters whose check reads nothing recorded,
@@ -95,7 +99,7 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.forget import OWN_PATHS, ForgetActivities
+from activities.forget import FIRST_STEP, ForgetActivities
 from activities.request import RequestActivities
 from stores.adapters.interface import (
     AdapterNotConfigured,
@@ -104,16 +108,19 @@ from stores.adapters.interface import (
     EraseAdapter,
     ForgetScope,
     ItemForgetting,
+    ItemsCheck,
     PhysicalCleanup,
     Remaining,
+    ScopedItemForgetting,
     Subject,
     Swept,
 )
 from stores.adapters.registry import discovered
 from stores.books.request_record import RequestRecord
 from stores.forgetting.requests import ForgetPayload
+from stores.logs.archive import LogLine
 from stores.platform import Platform
-from stores.privacy.identity import subject_key
+from stores.privacy.identity import session_ref, subject_key
 from tests.adapter_wrap import open_request, registry_with
 from verifier.checks import judged
 from workers.settings import Settings
@@ -415,12 +422,24 @@ def one_item(case: Case, item_id: str | None, text: str) -> ForgetScope:
     )
 
 
+def items_check(adapter: EraseAdapter, scope: ForgetScope) -> ItemsCheck | None:
+    """The check the forget verification shows for ``scope`` (what ``activities.forget`` asks the adapter)."""
+    if isinstance(adapter, ScopedItemForgetting):
+        return adapter.items_check(scope)
+    return ItemsCheck(adapter.name)
+
+
 def forget_reaches_one_item_and_only_it(case: Case) -> None:
     adapter = case.adapter
+    if case.name == FIRST_STEP:
+        pytest.skip(
+            f"{case.name}: the forget's first step, run by the forget activity itself (it places the tombstone)"
+        )
     if not isinstance(adapter, ItemForgetting):
-        if case.name in OWN_PATHS:
-            pytest.skip(f"{case.name}: forgotten by the forget activity's own code ({OWN_PATHS[case.name]})")
         forget_is_refused(case)
+        return
+    if items_check(adapter, ForgetScope("probe", case.key(case.target), case.app, "forget")) is None:
+        forget_reaches_one_session_and_only_it(case)
         return
     others_before = seeded(case)
     items = items_seen(adapter, case)
@@ -437,6 +456,66 @@ def forget_reaches_one_item_and_only_it(case: Case) -> None:
     assert chosen not in after, f"{case.name}: the forgotten item is still read"
     assert after, f"{case.name}: the forget took every item of the target, not one"
     assert nothing_of(adapter.forget_items(scope, _ignore)), f"{case.name}: a second forget removed something"
+    assert others_view(case) == others_before, f"{case.name}: the other user changed"
+    pii_free(case, counts)
+
+
+def session_scope(case: Case, session_id: str) -> ForgetScope:
+    """A session erasure of one of the target's sessions (as ``activities.forget`` builds it)."""
+    sk = case.key(case.target)
+    return ForgetScope(
+        f"erase-{uuid.uuid4().hex[:8]}",
+        sk,
+        case.app,
+        "erase_session",
+        session_ref=session_ref(sk, session_id),
+        covers=lambda _i, _t: False,
+        session_id=session_id,
+        user_id=case.target,
+    )
+
+
+def ship_session_lines(case: Case, sessions: list[str], others: list[str]) -> None:
+    """Log lines written in the target's sessions and in the other user's (the agent's lines carry their
+    session; the seeder's carry none), one of the other's under the target's first session id (ADK session ids
+    are unique per user only): into a segment of a window of this case's own."""
+    run = int(case.app.rsplit("-", 1)[-1], 16)  # the case's own run (``case_for``)
+    window = datetime(2025, 1, 1, tzinfo=UTC) + timedelta(minutes=5 * (run % 100_000))
+    ts = window.isoformat()
+    lines = [LogLine(ts, case.app, case.target, "info", f"turn {n} done", session_id=s) for n, s in enumerate(sessions)]
+    lines += [LogLine(ts, case.app, case.other, "info", "turn done", session_id=s) for s in [sessions[0], *others]]
+    case.platform.logs.ship(lines, window, shard=run % 97)
+
+
+def forget_reaches_one_session_and_only_it(case: Case) -> None:
+    """A store that acts only on a session erasure: an item forget leaves it as it was; a session erasure
+    removes that session's data there and only it (or, where the store names no check for a session erasure
+    either, the data keys, nothing at all)."""
+    adapter = case.adapter
+    assert isinstance(adapter, ItemForgetting)
+    seed(case, [case.target, case.other], 1)
+    sessions = case.platform.sessions.session_ids(case.app, case.target)
+    assert len(sessions) >= 2, f"the seeded target needs two sessions here, found {len(sessions)}"
+    ship_session_lines(case, sessions, case.platform.sessions.session_ids(case.app, case.other))
+    others_before = others_view(case)
+    target_before = adapter.fingerprint(case.app, case.target)
+    sk = case.key(case.target)
+    everything = ForgetScope(f"forget-{uuid.uuid4().hex[:8]}", sk, case.app, "forget", covers=_all, user_id=case.target)
+    assert nothing_of(adapter.forget_items(everything, _ignore)), f"{case.name}: an item forget removed something"
+    assert adapter.fingerprint(case.app, case.target) == target_before, f"{case.name}: an item forget changed it"
+    erased, kept = session_scope(case, sessions[0]), session_scope(case, sessions[1])
+    if items_check(adapter, erased) is None:
+        assert nothing_of(adapter.forget_items(erased, _ignore)), f"{case.name}: names no check, yet removed"
+        assert adapter.fingerprint(case.app, case.target) == target_before, f"{case.name}: a session erase changed it"
+        assert others_view(case) == others_before, f"{case.name}: the other user changed"
+        return
+    assert adapter.items_left(erased) >= 1, f"{case.name}: items_left cannot see the session's data"
+    assert adapter.items_left(kept) >= 1, f"{case.name}: items_left cannot see the other session's data"
+    counts = adapter.forget_items(erased, _ignore)
+    assert not nothing_of(counts), f"{case.name}: forget_items reports erasing nothing of the session"
+    assert adapter.items_left(erased) == 0, f"{case.name}: the session's data left after forget"
+    assert adapter.items_left(kept) >= 1, f"{case.name}: the session erase took another session's data"
+    assert nothing_of(adapter.forget_items(erased, _ignore)), f"{case.name}: a second forget removed something"
     assert others_view(case) == others_before, f"{case.name}: the other user changed"
     pii_free(case, counts)
 
@@ -594,6 +673,19 @@ def _all(_item_id: str | None, _text: str) -> bool:
     return True
 
 
+class TakesEverySession(Plant):
+    """A session erasure that erases the subject's other sessions there too."""
+
+    def forget_items(self, scope: ForgetScope, beat: Beat) -> dict[str, int]:
+        inner, case = self.inner, self.case
+        assert isinstance(inner, ItemForgetting)
+        for sid in case.platform.sessions.session_ids(case.app, case.target):
+            if sid != scope.session_id:
+                other = dataclasses.replace(scope, session_id=sid, session_ref=session_ref(scope.subject_key, sid))
+                inner.forget_items(other, beat)
+        return inner.forget_items(scope, beat)
+
+
 class FailsOnRetry(Plant):
     """The first erase is real; any later one fails (an erase that is not idempotent)."""
 
@@ -627,6 +719,13 @@ DEFECTS = [
     ("closed", SeesNothing, "passed with missing input"),
 ]
 PLANTED_IN = "response_cache"  # a real store with a recorded step input and item forgetting
+#: (plant, the failure it must report) in a store that forgets on a session erasure only (contract 5's other half)
+SESSION_DEFECTS = [
+    (DoesNothing, "forget_items reports erasing nothing of the session"),
+    (SeesNothing, "items_left cannot see the session's data"),
+    (TakesEverySession, "the session erase took another session's data"),
+]
+PLANTED_IN_SESSIONS = "artifacts"
 
 
 @pytest.mark.parametrize(("contract", "plant", "failure"), DEFECTS, ids=[f"{c}-{p.__name__}" for c, p, _f in DEFECTS])
@@ -638,3 +737,14 @@ def test_the_contract_catches_a_planted_defect(
     case.adapter = plant(real, case)
     with pytest.raises((AssertionError, Planted), match=failure):
         CONTRACTS[contract](case)
+
+
+@pytest.mark.parametrize(("plant", "failure"), SESSION_DEFECTS, ids=[p.__name__ for p, _f in SESSION_DEFECTS])
+def test_the_session_forget_contract_catches_a_planted_defect(
+    platform: Platform, plant: type[Plant], failure: str
+) -> None:
+    real = platform.adapters.get(PLANTED_IN_SESSIONS)
+    case = case_for(platform, real, "forget")
+    case.adapter = plant(real, case)
+    with pytest.raises(AssertionError, match=failure):
+        forget_reaches_one_item_and_only_it(case)
