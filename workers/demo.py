@@ -191,6 +191,11 @@ async def _physical(client: Client, settings: Settings, platform: Platform, rece
     print(f"  stores: {stores}")
     print(f"  physical: {physical.line()}")
     print(f"  every copy of the shredded data key unwrappable by: {body['key_unwrappable_by'] or '-'}")
+    print("  what each pass did, and which copies remain (the attestation's statements):")
+    for said in body.get("statements", []):
+        places = ", ".join(r["where"].replace("_", " ") for r in said["remains"])
+        overwritten = "bytes overwritten" if said["bytes_overwritten"] else "bytes not overwritten"
+        print(f"    {said['store']}: {overwritten}; copies remain in {places or 'nothing'}")
     return not problem and all(s["covered"] for s in body["stores"]) and bool(body["stores"])
 
 
