@@ -297,7 +297,7 @@ class CompactionAdapter:
         return Remaining(
             {"object_store_not_covered": int(not judged.covered)},
             reported={"volumes_read_only": len(judged.read_only)} if judged.read_only else {},
-            note=judged.note(),
+            note=judged.receipt_note(),  # a receipt's note names no volume server's address
         )
 
     def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:

@@ -88,6 +88,14 @@ class Judgement:
     def note(self) -> str:
         return "; ".join(f"{k}: {why}" for k, why in sorted(self.not_covered.items()))
 
+    def receipt_note(self) -> str:
+        """``note`` without the volume servers' addresses (``host:port/id`` reads ``volume id``): what a
+        receipt, which the data subject's requester reads, may carry. Tables keep their names."""
+        return "; ".join(
+            f"volume {k.rsplit('/', 1)[1]}: {why}" if "/" in k else f"{k}: {why}"
+            for k, why in sorted(self.not_covered.items())
+        )
+
 
 # ----- reading the stores -------------------------------------------------------------------------------
 

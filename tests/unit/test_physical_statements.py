@@ -23,7 +23,7 @@ from stores.books.physical_pending import Pending
 from stores.infra.seaweedfs import Volume
 from stores.physical import statements
 from stores.physical.compaction import CompactionAdapter
-from stores.physical.evidence import Baseline, judge_volumes
+from stores.physical.evidence import Baseline, Judgement, judge_volumes
 from stores.physical.statements import StoreStatement, keys_statement, statement_of
 from stores.physical.vacuum import VacuumAdapter
 from verifier.receipts.attestation import attestation_body
@@ -145,3 +145,14 @@ def test_the_attestation_carries_the_statements_and_matches_the_schema() -> None
     jsonschema.validate(body, schema)
     places = SCHEMA["$defs"]["physical_statement"]["properties"]["remains"]["items"]["properties"]["where"]["enum"]
     assert sorted(places) == sorted(statements.PLACES)
+
+
+def test_a_receipts_note_names_no_volume_servers_address() -> None:
+    """Issue 40 item 7: a compaction check that failed during the erasure put ``host:port/id`` into the
+    signed receipt a requester reads; its note now says ``volume id``."""
+    judged = Judgement(
+        not_covered={"10.1.2.3:8080/3": "read-only, not compacted since", "vs-7.internal:18080/12": "not yet"},
+        read_only=("10.1.2.3:8080/3",),
+    )
+    assert judged.receipt_note() == "volume 3: read-only, not compacted since; volume 12: not yet"
+    assert "10.1.2.3" in judged.note()  # the operator's note (the attestation's evidence) keeps them
