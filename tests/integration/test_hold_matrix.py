@@ -1,4 +1,4 @@
-"""The hold matrix (issue 39): every destructive entry point against every registered store, generated.
+"""The hold matrix (issue 39): destructive entry points against every registered store, generated.
 
 The stores are the platform's registered adapters (``platform.adapters``: entry points), the entry points the
 list ``ENTRY_POINTS`` below; a new adapter or a new entry point appears in the matrix with no new test. For
@@ -25,6 +25,9 @@ from temporalio.testing import ActivityEnvironment
 from activities.late_sweep import LateSweepActivities
 from activities.store_steps import StoreStepActivities
 from stores.adapters.interface import Subject
+from stores.ledgers.tombstone_journal import JournalEntry
+from stores.operations.restore import replay_entry
+from stores.operations.session_retirement import retire_idle_sessions
 from stores.platform import Platform
 from tests.adapter_wrap import open_request
 from tests.saga_harness import SagaHarness
@@ -67,10 +70,27 @@ async def _scheduled_sweep(platform: Platform, subject: Subject) -> bool:
     return (await asyncio.to_thread(env.run, sweep.sweep_subject, SweepSubjectInput(subject.request_id))).held
 
 
+async def _restore_replay(platform: Platform, subject: Subject) -> bool:
+    """``erasure replay-tombstones`` for one journal entry: a subject erased (by the journal) after every row
+    seeded, as a restored backup brings them back."""
+    later = (datetime.now(UTC) + timedelta(minutes=5)).isoformat()
+    entry = JournalEntry(subject.request_id, subject.subject_key, subject.app_name, later, later)
+    counts = await asyncio.to_thread(replay_entry, platform, entry)
+    return bool(counts.get("subjects_held"))
+
+
+async def _idle_retirement(platform: Platform, subject: Subject) -> bool:
+    """Idle-session retirement of the app (every session idle for more than a millisecond)."""
+    counts = await retire_idle_sessions(platform, subject.app_name, timedelta(milliseconds=1))
+    return counts.held > 0
+
+
 ENTRY_POINTS: dict[str, Callable[[Platform, Subject], Awaitable[bool]]] = {
     "erase step": _erase_steps,
     "second sweep": _second_sweep,
     "scheduled sweep": _scheduled_sweep,
+    "restore replay": _restore_replay,
+    "idle-session retirement": _idle_retirement,
 }
 
 
@@ -78,10 +98,12 @@ ENTRY_POINTS: dict[str, Callable[[Platform, Subject], Awaitable[bool]]] = {
 async def test_a_held_subjects_data_stays_in_every_store(saga: SagaHarness, entry: str) -> None:
     platform = saga.platform
     app = f"{APP}-{'-'.join(entry.split())}"
-    held_user, control = user_ids(2, 3950 + sorted(ENTRY_POINTS).index(entry), prefix="matrix")
+    held_user, control = user_ids(2, 3950 + 2 * sorted(ENTRY_POINTS).index(entry), prefix="matrix")
     await saga.seed(app, [held_user, control])
 
     subject = open_request(platform, app, held_user)
+    unheld = open_request(platform, app, control)
+    was = fingerprints(platform, app, control)  # before any run: an app-wide entry point reaches it at once
     before = fingerprints(platform, app, held_user)
     assert platform.requests.place_hold(subject.subject_key, app, "matrix hold", "counsel@x.example")
     try:
@@ -93,8 +115,6 @@ async def test_a_held_subjects_data_stays_in_every_store(saga: SagaHarness, entr
     assert not changed, f"{entry} changed a held subject's data in: {', '.join(changed)}"
 
     # not vacuous: the same entry point, no hold, changes the same kind of data of an unheld user
-    unheld = open_request(platform, app, control)
-    was = fingerprints(platform, app, control)
     assert not await ENTRY_POINTS[entry](platform, unheld)
     now = fingerprints(platform, app, control)
     assert any(was[name] != now[name] for name in was), f"{entry} changed nothing even without a hold"
