@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from temporalio.client import Client
 
 from bench.counters import CallCounter, group
-from stores.memory.rows import NewMemory
+from stores.memory.store import NewMemory
 from stores.platform import Platform
 from workflows.contracts.expiry import ExpiryCounts, ExpiryInput
 from workflows.expiry import ExpirySweepWorkflow

@@ -7,7 +7,7 @@ conversation; the figures are sealed / plain.
 
 Memory search: one user holds ``rows`` memory rows written through ``MemoryStore.insert`` (content and
 embedding sealed under their data key and kept rotated by it; pgvector ranks the rotated vectors against the
-query rotated the same way, ``stores.memory.rows``); a
+query rotated the same way, ``stores.memory.search``); a
 twin holds the same words with plain pgvector embeddings (the layout before embeddings were sealed), searched
 the old way (``ORDER BY embedding <=> q LIMIT 10``, then the ten contents opened). Median of ``repeats``
 searches each, same queries; the figure is sealed / plain.
@@ -26,7 +26,7 @@ from google.adk.events.event_actions import EventActions
 from google.adk.sessions.base_session_service import BaseSessionService
 from google.genai import types
 
-from stores.memory.rows import NewMemory
+from stores.memory.store import NewMemory
 from stores.platform import Platform
 from stores.privacy.embedding import HashingEmbedder, vector_literal
 from stores.privacy.identity import subject_key

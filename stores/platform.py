@@ -22,9 +22,10 @@ from stores.ledgers.forget_tombstones import ForgetLedger
 from stores.ledgers.lifecycle_journal import LifecycleJournal
 from stores.ledgers.tombstones import TombstoneLedger
 from stores.logs.archive import LogArchive, shared_archive
+from stores.memory.eraser import MemoryEraser
 from stores.memory.lifecycle_rules import Caps
-from stores.memory.rows import MemoryEraser, MemoryStore
 from stores.memory.states import MemoryStates
+from stores.memory.store import MemoryStore
 from stores.privacy.keys import DataKeyStore
 from stores.sessions.adk_tables import SessionStore
 from stores.sessions.schema import sqlalchemy_url

@@ -28,7 +28,7 @@ from psycopg_pool import ConnectionPool
 
 from stores.infra.errors import CiphertextInvalid, DataKeyShredded
 from stores.ledgers.forget_tombstones import MAX_SPAN_WORDS, TombstoneMatcher
-from stores.memory.rows import MemoryStore
+from stores.memory.store import MemoryStore
 from stores.privacy.embedding import tokens
 from stores.privacy.identity import subject_key, token_digest
 from stores.privacy.keys import DataKeyStore

@@ -19,7 +19,8 @@ from stores.adapters.common import chunks, digest
 from stores.adapters.interface import Beat, Bound, DataClaims, Disposition, Remaining, Subject, Swept
 from stores.adapters.tombstone_reads import erased_session_ids
 from stores.ledgers.owner_holds import held_among
-from stores.memory.rows import MemoryEraser, MemoryStore
+from stores.memory.eraser import MemoryEraser
+from stores.memory.store import MemoryStore
 from stores.privacy.identity import session_ref, subject_key
 
 if TYPE_CHECKING:

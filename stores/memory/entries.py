@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from stores.memory.capture import Capture
 from stores.memory.lifecycle_rules import TIER_KIND, tier_of
-from stores.memory.rows import NewMemory
+from stores.memory.store import NewMemory
 
 if TYPE_CHECKING:
     from google.adk.memory.memory_entry import MemoryEntry

@@ -1,4 +1,4 @@
-"""google-adk ``BaseMemoryService`` over ``stores.memory.rows``, and the write fence every runtime uses.
+"""google-adk ``BaseMemoryService`` over ``stores.memory.store``, and the write fence every runtime uses.
 
 ``FencedMemoryService``: while a user tombstone exists, writes for that user are dropped and counted
 (never raised into the agent's turn) and searches return nothing; a tombstoned session id is refused
@@ -29,7 +29,8 @@ from stores.ledgers.tombstones import TombstoneLedger
 from stores.memory.capture import REASONS, refusal
 from stores.memory.entries import capture_of, content_text, entry_memory
 from stores.memory.lifecycle_rules import PRELOAD_THRESHOLD
-from stores.memory.rows import FencedWrite, FoundMemory, MemoryStore, NewMemory
+from stores.memory.search import FoundMemory
+from stores.memory.store import FencedWrite, MemoryStore, NewMemory
 from stores.memory.upkeep import MemoryUpkeep
 from stores.privacy.identity import is_subject_key, session_ref, subject_key, subject_of_stored
 

@@ -21,7 +21,7 @@ from psycopg_pool import ConnectionPool
 
 from stores.ledgers.owner_holds import partition_by_hold
 from stores.memory.lifecycle_rules import EvictionCandidate
-from stores.memory.rows import DECAYED_SQL
+from stores.memory.search import DECAYED_SQL
 
 #: rows whose provenance names one of the given ids (one GIN probe per id)
 _DERIVED = "SELECT m.id FROM unnest(%s::uuid[]) AS given(id) JOIN memories m ON m.derived_from @> ARRAY[given.id]"

@@ -30,8 +30,8 @@ import structlog
 
 from stores.ledgers.lifecycle_journal import LifecycleEntry, LifecycleJournal
 from stores.memory.lifecycle_rules import Caps, victims
-from stores.memory.rows import FencedWrite, MemoryStore, NewMemory
 from stores.memory.states import MemoryStates
+from stores.memory.store import FencedWrite, MemoryStore, NewMemory
 from stores.privacy.embedding import tokens
 
 log = structlog.get_logger("stores.memory.upkeep")

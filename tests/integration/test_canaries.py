@@ -5,7 +5,7 @@ filed under anyone, is found by the canary scan."""
 from __future__ import annotations
 
 from activities.request import RequestActivities
-from stores.memory.rows import NewMemory
+from stores.memory.store import NewMemory
 from stores.platform import Platform
 from stores.privacy.identity import subject_key, token_digest
 from workers.stack.seeding.seeder import user_ids

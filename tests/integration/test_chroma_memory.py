@@ -23,7 +23,7 @@ import pytest
 from stores.adapters.interface import Beat, Bound, Subject, Swept
 from stores.chroma.adapter import ChromaMemoryAdapter
 from stores.chroma.collection import COLLECTION, ChromaMemory
-from stores.memory.rows import NewMemory
+from stores.memory.store import NewMemory
 from stores.operations.fingerprint import snapshot
 from stores.platform import Platform
 from stores.privacy.identity import subject_key

@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 
 from stores.memory.common_digests import common_digests
-from stores.memory.rows import NewMemory
+from stores.memory.store import NewMemory
 from stores.platform import Platform
 from stores.privacy.identity import subject_key, token_digest
 

@@ -15,7 +15,7 @@ from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
 from activities.expiry import ExpiryActivities
-from stores.memory.rows import NewMemory
+from stores.memory.store import NewMemory
 from stores.operations.fingerprint import snapshot, user_snapshot
 from stores.platform import Platform
 from stores.privacy.identity import subject_key

@@ -29,7 +29,7 @@ from stores.forgetting.requests import ForgetRequestRow
 from stores.keys.adapter import KeyReads
 from stores.ledgers.forget_tombstones import TombstoneMatcher
 from stores.lifecycle.retention_expiry import still_expired
-from stores.memory.rows import NewMemory
+from stores.memory.store import NewMemory
 from stores.platform import Platform, PlatformConfig
 from stores.privacy.identity import subject_key
 from stores.privacy.keys import DataKeyStore

@@ -232,7 +232,7 @@ def _sealed_documents(platform: Platform, sk: str, ids: set[str]) -> set[bytes]:
 
 
 async def test_an_item_forget_reaches_chroma_and_the_cache_and_the_receipt_lists_each_store(saga: Any) -> None:
-    from stores.memory.rows import NewMemory
+    from stores.memory.store import NewMemory
     from verifier.receipts.issuing import load_receipt
     from verifier.receipts.signing import signing_key, verify
     from workers.forget_service import file_forget, forget_result
@@ -300,7 +300,7 @@ async def test_an_item_forget_reaches_chroma_and_the_cache_and_the_receipt_lists
 
 
 async def test_a_session_erase_reaches_chroma_and_the_cache(platform: Platform) -> None:
-    from stores.memory.rows import NewMemory
+    from stores.memory.store import NewMemory
 
     run = uuid.uuid4().hex[:8]
     user = f"chroma-session-{run}@example.org"
@@ -389,7 +389,7 @@ async def test_a_store_that_holds_the_items_but_cannot_forget_them_fails_the_for
 async def test_the_forgets_checks_of_chroma_and_the_cache_can_fail(platform: Platform) -> None:
     """A check that cannot fail is a defect: what the forget covers, written back into Chroma and the cache
     past every fence after the forget, fails the verification's checks of those stores."""
-    from stores.memory.rows import NewMemory
+    from stores.memory.store import NewMemory
 
     run = uuid.uuid4().hex[:8]
     user = f"plant-{run}@example.org"

@@ -30,7 +30,7 @@ from temporalio.testing import WorkflowEnvironment
 from activities.fence import FenceActivities
 from stores.adapters.interface import Subject
 from stores.adapters.registry import AdapterRegistry
-from stores.memory.rows import NewMemory
+from stores.memory.store import NewMemory
 from stores.operations.fingerprint import user_snapshot
 from stores.privacy.identity import subject_key
 from tests.adapter_wrap import Wrapped, registry_with

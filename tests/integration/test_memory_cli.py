@@ -25,7 +25,7 @@ from google.adk.sessions import Session
 from google.genai import types
 
 from stores.artifacts.bucket import session_prefix
-from stores.memory.rows import NewMemory
+from stores.memory.store import NewMemory
 from stores.operations.fingerprint import snapshot
 from stores.operations.session_retirement import retire_idle_sessions
 from stores.platform import Platform

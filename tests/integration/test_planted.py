@@ -41,7 +41,8 @@ from stores.keys.adapter import KeysAdapter
 from stores.logs.adapter import LogsAdapter
 from stores.logs.archive import LogArchive, SegmentPurge
 from stores.memory.adapter import MemoryAdapter
-from stores.memory.rows import MemoryEraser, NewMemory
+from stores.memory.eraser import MemoryEraser
+from stores.memory.store import NewMemory
 from stores.platform import Platform
 from stores.privacy.keys import DataKeyStore
 from stores.sessions.adapter import SessionsAdapter

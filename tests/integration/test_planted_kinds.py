@@ -29,7 +29,7 @@ from stores.adapters.interface import Subject
 from stores.adapters.registry import AdapterRegistry
 from stores.artifacts.bucket import artifact_prefix
 from stores.logs.archive import LogLine
-from stores.memory.rows import NewMemory
+from stores.memory.store import NewMemory
 from stores.platform import Platform
 from stores.privacy.identity import session_digest, session_ref, subject_key
 from stores.response_cache.cache import entry_key

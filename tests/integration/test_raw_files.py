@@ -62,7 +62,7 @@ from stores.artifacts.bucket import user_prefix
 from stores.infra.errors import DataKeyShredded
 from stores.logs.archive import LogLine
 from stores.logs.sealing import SEALED
-from stores.memory.rows import NewMemory
+from stores.memory.store import NewMemory
 from stores.platform import Platform
 from stores.privacy.embedding import HashingEmbedder
 from stores.privacy.identity import subject_key

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from temporalio.client import Client
 
-from stores.memory.rows import NewMemory
+from stores.memory.store import NewMemory
 from stores.operations.fingerprint import snapshot, user_snapshot
 from stores.privacy.identity import subject_key
 from tests.saga_harness import SagaHarness

@@ -14,7 +14,7 @@ import uuid
 import numpy as np
 import pytest
 
-from stores.memory.rows import NewMemory
+from stores.memory.store import NewMemory
 from stores.platform import Platform
 from stores.privacy.embedding import HashingEmbedder
 from stores.privacy.identity import subject_key

@@ -155,7 +155,7 @@ async def test_late_writers_are_refused_or_swept(saga: SagaHarness) -> None:
     from google.adk.memory.memory_entry import MemoryEntry
     from google.genai import types
 
-    from stores.memory.rows import NewMemory
+    from stores.memory.store import NewMemory
 
     app = "saga-late"
     users = user_ids(2, 23)

@@ -16,7 +16,7 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from stores.logs.archive import LogLine
-from stores.memory.rows import NewMemory
+from stores.memory.store import NewMemory
 from tests.saga_harness import SagaHarness
 from tests.stack_fixture import free_port_block
 from tests.worker_process import WorkerProcess

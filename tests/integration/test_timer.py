@@ -10,7 +10,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from stores.adapters.interface import Subject
-from stores.memory.rows import NewMemory
+from stores.memory.store import NewMemory
 from stores.platform import Platform
 from stores.privacy.identity import subject_key
 from tests.adapter_wrap import Wrapped, registry_with

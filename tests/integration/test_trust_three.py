@@ -236,7 +236,7 @@ def _row(platform: Platform, row_id: object) -> tuple[object, ...]:
 def test_a_duplicate_write_never_reinforces_a_held_owners_row(platform: Platform) -> None:
     """Item 9: writing the same words again reinforced a held owner's row (hits, ``reinforced_at``, decay
     reset). The row stays byte-identical; the new observation is its own row."""
-    from stores.memory.rows import NewMemory
+    from stores.memory.store import NewMemory
 
     app = f"{APP}-reinforce"
     (user,) = user_ids(1, 3907, prefix="trust3")
@@ -258,7 +258,7 @@ def test_a_duplicate_write_never_reinforces_a_held_owners_row(platform: Platform
 def test_a_restatement_is_never_absorbed_into_an_expired_row(platform: Platform) -> None:
     """Item 9: a re-statement with its own purpose and retention was absorbed into an already expired row and
     lost with it at the next expiry. An expired row, or one of another purpose or retention, absorbs nothing."""
-    from stores.memory.rows import NewMemory
+    from stores.memory.store import NewMemory
 
     app = f"{APP}-expired"
     (user,) = user_ids(1, 3908, prefix="trust3")
@@ -280,7 +280,7 @@ def test_an_item_forget_reads_the_subjects_hold_inside_its_delete(platform: Plat
     the delete: the hold was read outside the deleting transaction. Now the delete itself refuses."""
     from stores.forgetting.item_forget import ItemForgetter
     from stores.ledgers.owner_holds import OwnerHeld
-    from stores.memory.rows import NewMemory
+    from stores.memory.store import NewMemory
 
     app = f"{APP}-forget"
     (user,) = user_ids(1, 3909, prefix="trust3")
@@ -305,7 +305,7 @@ def test_memory_erasure_reads_the_subjects_hold_inside_its_delete(platform: Plat
     """The memory store's erase of the subject's own rows read no hold inside its transaction (only derived
     rows of other owners went through the gate): a hold committed after the step's read lost them."""
     from stores.ledgers.owner_holds import OwnerHeld
-    from stores.memory.rows import NewMemory
+    from stores.memory.store import NewMemory
 
     app = f"{APP}-memory"
     (user,) = user_ids(1, 3910, prefix="trust3")

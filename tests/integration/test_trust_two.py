@@ -18,7 +18,7 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.late_sweep import LateSweepActivities
 from activities.request import worker_plan
-from stores.memory.rows import NewMemory
+from stores.memory.store import NewMemory
 from stores.privacy.identity import subject_key
 from stores.response_cache.cache import index_key
 from tests.adapter_wrap import open_request, record_approval

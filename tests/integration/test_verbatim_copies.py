@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from stores.memory.adapter import MemoryAdapter
-from stores.memory.rows import MemoryErasure, NewMemory
+from stores.memory.eraser import MemoryErasure
+from stores.memory.store import NewMemory
 from stores.privacy.identity import subject_key
 from tests.saga_harness import SagaHarness
 from workers.stack.seeding.seeder import user_ids

@@ -30,11 +30,12 @@ from google.adk.memory.memory_entry import MemoryEntry
 from google.genai import types
 from psycopg import Connection
 
-import stores.memory.rows
+import stores.memory.eraser
 from stores.books.requests import RequestStore
 from stores.memory.adapter import MemoryAdapter
-from stores.memory.rows import MemoryEraser, NewMemory
+from stores.memory.eraser import MemoryEraser
 from stores.memory.service import FencedMemoryService, PostgresMemoryService
+from stores.memory.store import NewMemory
 from stores.operations.late_sweep import sweep_erased_subject
 from stores.platform import Platform
 from stores.privacy.identity import subject_key
@@ -166,7 +167,7 @@ class ForgetsErasedRows(MemoryEraser):
         own = [r[0] for r in conn.execute(f"{verb} WHERE subject_key = %s{tail}", (subject,)).fetchall()]
         seen, derived, frontier, sessions = set(own), [], list(own), list(session_refs)
         while frontier or sessions:
-            rows = conn.execute(stores.memory.rows._NAMING, {"memories": frontier, "sessions": sessions}).fetchall()
+            rows = conn.execute(stores.memory.eraser._NAMING, {"memories": frontier, "sessions": sessions}).fetchall()
             sessions = []
             frontier = [r[0] for r in rows if r[0] not in seen]
             seen.update(frontier)
@@ -270,7 +271,7 @@ async def test_a_bug_in_the_erasers_provenance_query_does_not_hide_itself(
     fact = await add_sessionless_fact(saga.platform, app, target, "my passport expires in March")
     summary = saga.platform.memory_store.summarise(app, other, [fact])  # derived_from only: the fact has no session
     assert summary is not None
-    monkeypatch.setattr(stores.memory.rows, "_NAMING", BROKEN_NAMING)
+    monkeypatch.setattr(stores.memory.eraser, "_NAMING", BROKEN_NAMING)
 
     result = await saga.erase(app, target)
 

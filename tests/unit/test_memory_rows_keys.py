@@ -10,7 +10,7 @@ import uuid
 from typing import Any
 
 from stores.infra.errors import DataKeyShredded
-from stores.memory.rows import INSERT_COLUMNS, MemoryStore, NewMemory
+from stores.memory.store import INSERT_COLUMNS, MemoryStore, NewMemory
 from stores.privacy.crypto import DataKey, key_id_of
 
 SECRET = b"s" * 32

@@ -29,7 +29,9 @@ GATE = ("held_subjects", "refuse_if_held", "partition_by_hold", "gated")
 
 PRIMITIVES: dict[str, str] = {
     "stores/logs/archive.py": "log segments: each doomed line's writer's hold, per segment under its lock",
-    "stores/memory/rows.py": "memory rows: partition_by_hold in the deleting transaction",
+    "stores/memory/store.py": "memory writes: a duplicate reinforces no held owner's row (held_subjects); the "
+    "agent's own delete: refuse_if_held",
+    "stores/memory/eraser.py": "memory rows: partition_by_hold in the deleting transaction",
     "stores/memory/states.py": "memory states (suppress, supersede, decay): partition_by_hold",
     "stores/forgetting/item_forget.py": "item forgetting's memory and state changes: partition_by_hold",
     "stores/operations/lifecycle_replay.py": "the lifecycle journal replayed after a restore",
@@ -47,6 +49,8 @@ NOT_YET_GATED: dict[str, str] = {
     "stores/response_cache/cache.py": "the cache's own expiry and a subject's entries",
     "stores/sessions/reseal.py": "re-seal of plain rows (content re-written, not removed)",
     "stores/ledgers/deletion_queue.py": "the physical job's queue of SeaweedFS files to delete",
+    "stores/memory/search.py": "recall counts a hit and the access time of the rows it returns (content, state "
+    "and provenance unchanged): a held owner's counters move",
 }
 NOT_USER_DATA: dict[str, str] = {
     "stores/infra/s3_batch.py": "the batched S3 delete its callers use (they are scanned for delete_versions)",

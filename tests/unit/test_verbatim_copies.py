@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from stores.memory.rows import MemoryEraser
+from stores.memory.eraser import MemoryEraser
 from stores.memory.verbatim_copies import holders, row_run_digests, run_digest, runs_of
 from stores.privacy.embedding import tokens
 from stores.privacy.identity import token_digest

@@ -55,8 +55,8 @@ from stores.artifacts.service import S3ArtifactService
 from stores.logs.archive import LogArchive, segment_key
 from stores.memory.capture import refusal
 from stores.memory.entries import capture_of, entry_memory
-from stores.memory.rows import INSERT_COLUMNS, MemoryStore, NewMemory, summary_of
 from stores.memory.service import SessionCapture, session_memories
+from stores.memory.store import INSERT_COLUMNS, MemoryStore, NewMemory, summary_of
 from stores.platform import Platform
 from stores.privacy.embedding import tokens
 from stores.privacy.identity import subject_key

@@ -239,7 +239,7 @@ def _seed_chroma(platform: Platform, seed: UserSeed, size: Size) -> None:
     Drawn from a generator of their own, so the other stores' seeded data stays what it was without Chroma."""
     if not size.chroma_memories or not platform.config.chroma_path:
         return
-    from stores.memory.rows import NewMemory
+    from stores.memory.store import NewMemory
 
     rng = random.Random(f"{seed.user_id}:chroma")  # noqa: S311 - synthetic data, not secrets
     facts = [
