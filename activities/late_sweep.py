@@ -12,7 +12,7 @@ from temporalio import activity
 from activities.support import PlatformActivities, count
 from stores.books.request_record import LateSweepNote
 from stores.ledgers.owner_holds import OwnerHeld
-from stores.operations.late_sweep import MALFORMED_LOG_LINES, sweep_erased_subject
+from stores.operations.late_sweep import MALFORMED_LOG_LINES, sweep_erased
 from workflows.contracts.erasure import Activities, SweepFinding, SweepPage, SweepPageInput, SweepSubjectInput
 
 log = structlog.get_logger("activities.late_sweep")
@@ -35,11 +35,12 @@ class LateSweepActivities(PlatformActivities):
             log.info("late_sweep_held", subject_key=entry.subject_key, request_id=entry.request_id)
             return SweepFinding(entry.request_id, entry.subject_key, {}, held=True)
         try:
-            counts = sweep_erased_subject(self.platform, entry)
+            swept = sweep_erased(self.platform, entry)
         except OwnerHeld:  # a store's gate found a hold placed since the read above: kept, as held
             log.info("late_sweep_held", subject_key=entry.subject_key, request_id=entry.request_id)
             return SweepFinding(entry.request_id, entry.subject_key, {}, held=True)
-        malformed = counts.pop(MALFORMED_LOG_LINES, 0)  # others' bad lines, kept: reported, not a finding
+        counts = swept.found
+        malformed = swept.reported.get(MALFORMED_LOG_LINES, 0)  # others' bad lines, kept: reported, not a finding
         if malformed:
             log.warning("malformed_log_lines_kept", subject_key=entry.subject_key, lines=malformed)
         found = {k: v for k, v in counts.items() if v}
@@ -50,7 +51,9 @@ class LateSweepActivities(PlatformActivities):
             )
             for store, n in found.items():
                 count("erasure_late_writes_found", "late writes removed by sweeps", n, store=store, sweep="scheduled")
-        return SweepFinding(entry.request_id, entry.subject_key, counts, malformed_lines=malformed)
+        return SweepFinding(
+            entry.request_id, entry.subject_key, counts, malformed_lines=malformed, reported=swept.reported
+        )
 
     def activities(self) -> list[Callable[..., Any]]:
         return [self.sweep_page, self.sweep_subject]

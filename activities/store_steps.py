@@ -20,7 +20,7 @@ from temporalio import activity
 from activities.support import PlatformActivities, beat, count, heartbeat_details
 from stores.adapters.interface import Subject
 from stores.adapters.registry import AdapterRegistry
-from stores.adapters.side_by_side import side_by_side, within
+from stores.adapters.sweeps import sweep_stores
 from stores.ledgers.owner_holds import OwnerHeld
 from stores.physical.evidence import mark_deleted
 from stores.platform import Platform
@@ -74,28 +74,16 @@ def erase_in(
 def sweep_all(
     adapters: AdapterRegistry, subject: Subject, stores: Sequence[str], deleted_in: set[str] | None = None
 ) -> tuple[dict[str, int], dict[str, int]]:
-    """The second sweep: each store's ``sweep_before`` with no date bound, side by side in plan order (each
-    store once the stores it runs after are swept: ``stores.adapters.side_by_side``); returns (found,
-    reported) counts, merged in plan order. Count names are the adapters' own; a name two stores share is
-    prefixed by the store. ``deleted_in`` collects the stores where the sweep removed something."""
-    found: dict[str, int] = {}
-    reported: dict[str, int] = {}
-    for name in stores:  # a store this worker does not have fails the sweep, as it fails an erase
-        adapters.get(name)
-    with sensitive(*([subject.user_id] if subject.user_id else [])):
-        swept = side_by_side(
-            within(adapters.plan, stores),
-            lambda name: adapters.get(name).sweep_before(subject, None, None),
-            lambda name, one: beat(phase=name, found=sum(one.found.values())),
-        )
-    for name in [n for n in adapters.names if n in swept]:
-        if deleted_in is not None and any(swept[name].found.values()):
-            deleted_in.add(name)
-        for key, n in swept[name].found.items():
-            found[f"{name}.{key}" if key in found else key] = n
-        for key, n in swept[name].reported.items():
-            reported[key] = reported.get(key, 0) + n
-    return found, reported
+    """The second sweep: the one sweep loop (``stores.adapters.sweeps``) with no date bound, a heartbeat as
+    each store ends; returns (found, reported) counts, merged in plan order. Count names are the adapters'
+    own; a name two stores share is prefixed by the store. ``deleted_in`` collects the stores where the sweep
+    removed something."""
+    swept = sweep_stores(
+        adapters, subject, stores, on_done=lambda name, one: beat(phase=name, found=sum(one.found.values()))
+    )
+    if deleted_in is not None:
+        deleted_in.update(swept.removed_in)
+    return swept.found, swept.reported
 
 
 class StoreStepActivities(PlatformActivities):

@@ -12,27 +12,28 @@ among the line's recorded mention keys); others' malformed lines are counted, ne
 from __future__ import annotations
 
 from stores.adapters.interface import Subject
-from stores.adapters.side_by_side import side_by_side
+from stores.adapters.sweeps import StoresSwept, sweep_stores
 from stores.ledgers.tombstones import LedgerEntry
+from stores.logs.adapter import MALFORMED
 from stores.platform import Platform
 
-#: Others' malformed log lines seen (kept byte for byte): reported, not a finding.
-MALFORMED_LOG_LINES = "malformed_log_lines"
+#: Others' malformed log lines seen (kept byte for byte): the name the logs store reports them under;
+#: reported, not a finding.
+MALFORMED_LOG_LINES = MALFORMED
+
+
+def sweep_erased(platform: Platform, entry: LedgerEntry) -> StoresSwept:
+    """Every registered store's ``sweep_before`` the subject's erasure time (the one sweep loop,
+    ``stores.adapters.sweeps``: side by side in plan order, sessions before memory, keys last): ``found``
+    merged in plan order, ``reported`` (what the stores saw and kept) by the stores' own names."""
+    subject = Subject(entry.request_id, entry.subject_key, entry.app_name, None)
+    registry = platform.adapters
+    return sweep_stores(registry, subject, registry.names, entry.erased_at, entry.keys_shredded_at)
 
 
 def sweep_erased_subject(platform: Platform, entry: LedgerEntry) -> dict[str, int]:
-    """Every registered store's ``sweep_before`` the subject's erasure time, side by side in plan order
-    (sessions before memory, keys last: ``stores.adapters.side_by_side``); counts per store, merged in plan
-    order, plus ``MALFORMED_LOG_LINES`` seen and kept."""
-    subject = Subject(entry.request_id, entry.subject_key, entry.app_name, None)
-    registry = platform.adapters
-    swept = side_by_side(
-        registry.plan, lambda name: registry.get(name).sweep_before(subject, entry.erased_at, entry.keys_shredded_at)
-    )
-    found: dict[str, int] = {}
-    reported = 0
-    for name in registry.names:
-        for key, n in swept[name].found.items():
-            found[f"{name}.{key}" if key in found else key] = n
-        reported += sum(swept[name].reported.values())
-    return {**found, MALFORMED_LOG_LINES: reported}
+    """``sweep_erased``'s counts as one mapping: what was found, then what was kept, each by its own name
+    (``MALFORMED_LOG_LINES`` among them; a held owner's derived rows are ``derived_rows_held``, never
+    malformed lines)."""
+    swept = sweep_erased(platform, entry)
+    return {**swept.found, **swept.reported}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from stores.adapters.counts import merged
 from stores.adapters.interface import EraseAdapter, Subject
 from stores.infra.errors import InvalidIdentifier
 from stores.platform import Platform
@@ -25,11 +26,7 @@ def presence_by_store(platform: Platform, app_name: str, user_id: str, subject: 
 
 def flattened(by_store: dict[str, dict[str, int]]) -> dict[str, int]:
     """One mapping of counts (a name two stores share is prefixed by the store)."""
-    found: dict[str, int] = {}
-    for store, counts in by_store.items():
-        for key, n in counts.items():
-            found[f"{store}.{key}" if key in found else key] = n
-    return found
+    return merged(by_store)
 
 
 def presence(platform: Platform, app_name: str, user_id: str, subject: str) -> dict[str, int]:

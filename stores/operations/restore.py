@@ -25,6 +25,7 @@ import base64
 import uuid
 from datetime import datetime
 
+from stores.adapters.counts import summed
 from stores.artifacts.bucket import user_prefix
 from stores.infra.errors import CiphertextInvalid
 from stores.infra.s3_batch import MAX_BATCH, delete_versions
@@ -112,9 +113,5 @@ def replay_entry(platform: Platform, entry: JournalEntry) -> dict[str, int]:
 
 def replay_tombstones(platform: Platform) -> tuple[int, dict[str, int]]:
     """Replay the whole journal; returns (entries replayed, summed counts). Idempotent."""
-    totals: dict[str, int] = {}
     entries = read_all(platform.s3, platform.config.receipt_bucket)
-    for entry in entries:
-        for k, v in replay_entry(platform, entry).items():
-            totals[k] = totals.get(k, 0) + v
-    return len(entries), totals
+    return len(entries), summed(replay_entry(platform, entry) for entry in entries)
