@@ -110,15 +110,18 @@ def worker_plan(registry: AdapterRegistry) -> list[PlanStep]:
 class RequestActivities(PlatformActivities):
     @activity.defn(name=Activities.BEGIN)
     def begin_request(self, inp: StepInput) -> BeginResult:
-        """Mark the request running; capture canary digests and a ciphertext sample (once)."""
+        """Mark the request running; decide, record and return the plan (this worker's registry); capture
+        canary digests and a ciphertext sample (once)."""
         subject = self.subject(inp.request_id, inp.subject_key, inp.app_name)
         user_id = subject.raw_user_id()
         now = datetime.now(UTC)
         requests = self.platform.requests
         requests.set_state(inp.request_id, "running", now)
         record = requests.record(inp.request_id)
-        plan = worker_plan(self.platform.adapters) if inp.plan_here else None
-        if plan is not None and record.stores != [p.name for p in plan]:  # the plan this worker will act on
+        # the plan is decided here, once: this worker's registry, recorded with the request (the verifier, the
+        # receipt and re-verification read it back) and returned for the saga to act on
+        plan = worker_plan(self.platform.adapters)
+        if record.stores != [p.name for p in plan]:
             requests.merge_record(inp.request_id, stores=[p.name for p in plan])
             record = requests.record(inp.request_id)
         sessions = len(self.platform.sessions.session_ids(subject.app_name, user_id))

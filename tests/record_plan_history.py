@@ -6,7 +6,9 @@ plan leaves a store out and ``begin_request`` returns the worker's plan with it 
 whose physical clean-up steps run after the second sweep (``physical-after-sweep-v1``); each destructive
 step's activity reads the hold store itself (``fewer-actions-v1``); one second of ingestion delay, so both
 verifications run. Payloads are encrypted with the test suite's payload key, as the recorded erasures are.
-Run it from the checkout whose code should be recorded.
+Run it from the checkout whose code should be recorded. ``erasure_plan_from_worker.json`` was recorded while
+the filer still chose a plan (``FILED``, in the saga's input): today's filer sends none (the worker decides
+it once), and the input keeps ``FILED`` so a new recording matches that history's shape.
 """
 
 import asyncio
@@ -63,7 +65,7 @@ WORKERS = [
 
 @activity.defn(name=Activities.BEGIN)
 async def begin(inp: StepInput) -> BeginResult:
-    return BeginResult(datetime.now(UTC).isoformat(), plan=WORKERS if inp.plan_here else None)
+    return BeginResult(datetime.now(UTC).isoformat(), plan=WORKERS)
 
 
 @activity.defn(name=Activities.HOLD_ACTIVE)

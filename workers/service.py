@@ -12,7 +12,6 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.service import RPCError
 
 from activities.reconcile import reconcile
-from activities.request import worker_plan
 from stores.books.approvals import actor_ref
 from stores.books.request_filing import Filing
 from stores.books.requests import ErasureRequestRow
@@ -145,9 +144,7 @@ async def file_request(
             requested_by=requested_by,
             reason=reason,
         )
-        plan = worker_plan(platform.adapters)  # recorded now; a saga since plan-from-worker-v1 asks its worker again
-        if created:  # an attached request keeps the plan it was filed with
-            platform.requests.merge_record(request_id, stores=[p.name for p in plan])
+        if created:  # the plan is not decided here: the worker's ``begin_request`` decides and records it
             if contact:
                 platform.requests.set_contact(request_id, contact)
             platform.requests.set_filing(request_id, filed_with or Filing("cli"))
@@ -175,7 +172,6 @@ async def file_request(
                 received_at=row.received_at.isoformat(),
                 due_at=row.due_at.isoformat(),
                 ingestion_delay_seconds=delay,
-                plan=plan,
                 approval=approval,
                 notify=approval is not None,
             ),

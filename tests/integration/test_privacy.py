@@ -21,7 +21,7 @@ from verifier.receipts.signing import document_bytes
 from workers.codec import ENCODING, EncryptionCodec
 from workers.settings import Settings
 from workers.stack.seeding.seeder import user_ids
-from workflows.contracts.erasure import STEPS
+from workflows.contracts.erasure import SAGA_STEPS
 from workflows.erasure.patches import DEPRECATED
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
@@ -124,7 +124,7 @@ async def test_no_personal_data_anywhere_in_the_orchestration(
         *DEPRECATED,
     }
     # stage names: the saga's own steps and the plan's stores (adapter names, never personal)
-    assert keywords <= set(STEPS) | set(saga.platform.adapters.names) | allowed
+    assert keywords <= set(SAGA_STEPS) | set(saga.platform.adapters.names) | allowed
     log = (tmp_path / "worker.log").read_text()
     assert "worker_started" in log
     document = load_receipt(saga.platform, filed.request_id)

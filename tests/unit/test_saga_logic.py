@@ -85,6 +85,7 @@ class Fakes:
     at: dict[str, datetime] = field(default_factory=dict)  # server time each call was scheduled
     finished: list[FinishInput] = field(default_factory=list)
     receipts: list[ReceiptInput] = field(default_factory=list)
+    plan: list[PlanStep] = field(default_factory=lambda: list(PLAN))  # what ``begin_request`` decides
 
     def _destructive(self, name: str, counts: dict[str, int] | None = None) -> StepResult:
         if self.held:  # the real steps read the hold store right before their work
@@ -105,7 +106,7 @@ class Fakes:
     @activity.defn(name=Activities.BEGIN)
     async def begin(self, inp: StepInput) -> BeginResult:
         self.calls.append("begin")
-        return BeginResult(datetime.now(UTC).isoformat())
+        return BeginResult(datetime.now(UTC).isoformat(), plan=self.plan)  # the worker decides the plan
 
     @activity.defn(name=Activities.HOLD_ACTIVE)
     async def hold_active(self, inp: StepInput) -> HoldStatus:
@@ -175,8 +176,8 @@ def erasure_input(delay: int = 0, approval: ApprovalPolicy | None = None) -> Era
     request = f"er_{uuid.uuid4().hex[:10]}"
     return ErasureInput(
         request, "sk_" + "0" * 40, "app", now.isoformat(), (now + timedelta(days=30)).isoformat(), delay,
-        plan=PLAN, approval=approval,
-    )  # fmt: skip
+        approval=approval,
+    )  # fmt: skip  # no plan: the filer decides none, ``begin_request`` does
 
 
 @asynccontextmanager
@@ -227,6 +228,34 @@ async def runs_of(env: WorkflowEnvironment, handle: WorkflowHandle[ErasureWorkfl
         history = await env.client.get_workflow_handle(handle.id, run_id=run_id).fetch_history()
         run_id = history.events[0].workflow_execution_started_event_attributes.continued_execution_run_id or None
     return runs
+
+
+# ----- the plan (decided once, by ``begin_request`` in the worker) ------------------------------------------
+
+
+async def test_the_saga_acts_on_the_plan_its_worker_decides_the_filer_decides_none(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    """Filed without a plan, the saga shows only its own steps until ``begin_request`` returns the worker's
+    plan, then erases exactly that plan's stores, in its order, and verifies them."""
+    fakes = Fakes(plan=[PlanStep("sessions"), PlanStep("notes", ["sessions"])])
+    inp = erasure_input()
+    assert inp.plan is None
+    async with saga(time_skipping_env, fakes, inp) as handle:
+        result = await asyncio.wait_for(handle.result(), 30)
+    assert result.status == "completed", result
+    assert [s.name for s in result.steps] == [
+        "fence",
+        "sessions",
+        "notes",
+        "verify_main",
+        "wait",
+        "sweep",
+        "lift_fence",
+    ]
+    erased = [c for c in fakes.calls if c in ("artifacts", "logs", "memory", "keys", "sessions", "notes")]
+    assert erased == ["sessions", "notes"], fakes.calls
+    assert fakes.checked["final"] == ["sessions", "notes", "fence"]
 
 
 # ----- holds (test_holds.py: a hold placed without a signal; test_saga.py: blocks until released) ---------

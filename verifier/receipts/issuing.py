@@ -20,9 +20,6 @@ from stores.platform import Platform
 from verifier.receipts.signing import SCHEMA_ID, document_bytes
 from workflows.contracts.erasure import ReceiptInput
 
-#: the stores a request filed before plans existed ran (its receipt lists them)
-LEGACY_STORES = ("artifacts", "sessions", "memory", "logs", "keys")
-
 
 def software_version() -> str:
     try:
@@ -43,8 +40,14 @@ def outcome(status: str, subject_found: bool) -> str:
 
 
 def receipt_stores(record: RequestRecord) -> list[str]:
-    """The stores a receipt lists: the request's plan's (requests filed before plans: the five it ran)."""
-    return list(record.stores if record.stores is not None else LEGACY_STORES)
+    """The stores a receipt lists: the request's plan's, which ``begin_request`` records before any step runs.
+
+    A request with no recorded plan never began in a worker of this build (those filed before plans existed
+    are run and receipted by the build that filed them): no receipt is issued for it rather than one that
+    guesses its stores."""
+    if record.stores is None:
+        raise ValueError("the request has no recorded plan: no receipt can list its stores")
+    return list(record.stores)
 
 
 def dispositions(

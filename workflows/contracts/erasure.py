@@ -14,9 +14,10 @@ ERASURE_WORKFLOW = "ErasureWorkflow"
 VERIFIER_WORKFLOW = "VerifierWorkflow"
 SWEEP_WORKFLOW = "LateWriterSweepWorkflow"
 
-#: The saga's progress steps until it has read its plan (then the plan's: ``workflows.erasure.plan``);
-#: ``wait`` is the durable ingestion-delay timer.
-STEPS = ("fence", "artifacts", "sessions", "memory", "logs", "keys", "verify_main", "wait", "sweep", "lift_fence")
+#: The saga's own progress steps, what it shows until ``begin_request`` has decided the plan (whose stores
+#: then go between the fence and ``verify_main``: ``workflows.erasure.plan``); ``wait`` is the durable
+#: ingestion-delay timer.
+SAGA_STEPS = ("fence", "verify_main", "wait", "sweep", "lift_fence")
 STEP_STATES = ("pending", "running", "done", "failed", "skipped")
 
 
@@ -99,9 +100,9 @@ class ErasureInput:
     ingestion_delay_seconds: int = 3600
     #: set when a run continues as new (while on hold): what the earlier runs did, so this one resumes there
     resume: SagaProgress | None = None
-    #: the stores to erase, in order, fixed when the request was filed (the worker's plan replaces it when the
-    #: saga begins); ``None``: filed by a build before plans existed, whose built-in steps are retired (the
-    #: saga refuses it: ``PlanMissing``)
+    #: the stores to erase, in order: ``None`` when filed (``begin_request`` decides the plan in the worker);
+    #: a run continued as new carries the plan its first run adopted. Histories recorded before the plan was
+    #: decided once hold the plan the filing process chose (the worker's replaced it when the saga began).
     plan: list[PlanStep] | None = None
     #: filed through the console: wait for a second person's approval first (``None``: start at once)
     approval: ApprovalPolicy | None = None
@@ -166,9 +167,6 @@ class StepInput:
     request_id: str
     subject_key: str
     app_name: str
-    #: ``begin_request`` only: the worker builds the plan from its own registry, records it and returns it;
-    #: the saga acts on that plan, not the one the filing process chose (always set since plan-from-worker-v1)
-    plan_here: bool = False
 
 
 @dataclass(frozen=True)
@@ -206,7 +204,9 @@ class BeginResult:
     started_at: str
     sessions: int = 0
     canaries: int = 0
-    plan: list[PlanStep] | None = None  # the worker's plan, when ``StepInput.plan_here`` asked for it
+    #: the plan the worker decided from its own registry and recorded, which the saga acts on (``None`` only in
+    #: histories of runs that began before plan-from-worker-v1: they act on the plan they were filed with)
+    plan: list[PlanStep] | None = None
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from workflows.contracts import activity_refs as refs
     from workflows.contracts import retry_policies
-    from workflows.contracts.erasure import STEPS, StateEvent, StepProgress
+    from workflows.contracts.erasure import SAGA_STEPS, StateEvent, StepProgress
     from workflows.contracts.search_attributes import ERASURE_STAGE, ERASURE_STATUS
     from workflows.erasure.calls import WEBHOOK_TIMEOUT
 
@@ -26,7 +26,7 @@ class Board:
         self.request_id, self.due_at = request_id, due_at
         self.subject_key = ""
         self.notify = False  # console-filed: a webhook per status change
-        self.steps: dict[str, StepProgress] = {name: StepProgress(name) for name in STEPS}
+        self.steps: dict[str, StepProgress] = {name: StepProgress(name) for name in SAGA_STEPS}
         self.status = "received"
         self.stage = "received"
         self._shown: tuple[str | None, str | None] = (None, None)  # status and stage as last upserted

@@ -23,7 +23,10 @@ FEWER_ACTIONS = "fewer-actions-v1"
 #: deleted is covered too (issue 28)
 PHYSICAL_AFTER_SWEEP = "physical-after-sweep-v1"
 #: the plan is decided where the work is done (issue 28): ``begin_request`` builds it from the worker's
-#: registry, records it and returns it, and the saga acts on it
+#: registry, records it and returns it, and the saga acts on it. Since issue 41 it is decided only there (the
+#: filer sends none, ``StepInput.plan_here`` is gone); the ``deprecate_patch`` call stays until the runs that
+#: recorded the marker are drained: ``tests/histories/erasure_plan_from_worker.json`` holds it as a
+#: non-deprecated marker, and a history with such a marker and no call is nondeterministic (TMPRL1100)
 PLAN_FROM_WORKER = "plan-from-worker-v1"
 
 DEPRECATED = (FEWER_ACTIONS, PHYSICAL_AFTER_SWEEP, PLAN_FROM_WORKER)

@@ -1,8 +1,8 @@
 """The plan interpreter: the request's stores, each erased as soon as the stores it runs after are done.
 
-The plan (``PlanStep``s, in the order the registry gave) is recorded in the saga's input when the request
-is filed, and ``begin_request`` returns the worker's own plan, which the saga then acts on: the stores come
-from the registry of the process that does the work. A store's step is ``erase_store_unless_held`` with the
+The plan (``PlanStep``s, in the order the registry gave) is decided once, by ``begin_request`` in the
+worker that does the work, from its own registry; the saga acts on the plan it returns (and carries it into
+a run continued as new). A store's step is ``erase_store_unless_held`` with the
 store's name (activity id ``erase:<store>``); the fence and the second sweep have their own activities.
 Each of them reads the hold store right before its work (``hold_gate``). Stores marked ``after_sweep``
 (physical clean-up) run after the second sweep, so what the sweep deleted is covered too; the main-pass
@@ -15,7 +15,6 @@ pause for continue-as-new is raised, so no step is left half-reported.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 from typing import Any, cast
 
 from temporalio import workflow
@@ -70,10 +69,10 @@ class PlanRun:
         self._board.use_steps(plan_step_names(self.plan, self.late))
 
     async def begin(self, step: StepInput) -> None:
-        """``begin_request``, which returns the worker's plan: the saga adopts it."""
+        """``begin_request``, which decides the plan in the worker and returns it: the saga acts on it."""
         workflow.deprecate_patch(PLAN_FROM_WORKER)
-        began = await quick(refs.begin_request, replace(step, plan_here=True))
-        if began.plan is not None:  # histories recorded before the worker decided: the filer's plan
+        began = await quick(refs.begin_request, step)
+        if began.plan is not None:  # else a history recorded before plan-from-worker-v1: the filer's plan
             self.use(began.plan)
 
     async def main_pass(self, step: StepInput) -> None:

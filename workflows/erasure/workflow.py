@@ -192,10 +192,8 @@ class ErasureWorkflow:
             await self._board.drain_notices()  # likewise
 
     async def _run(self, inp: ErasureInput) -> ErasureResult:
-        if inp.plan is None:  # filed by a build before plans: its built-in steps were retired with it
-            raise ApplicationError(
-                "a request filed without a plan is run by the build that filed it", type=error_types.PLAN_MISSING
-            )
+        if inp.plan is None and inp.resume is not None:  # a continued run carries the plan its first adopted
+            raise ApplicationError("a continued run lost its plan", type=error_types.PLAN_MISSING)
         workflow.deprecate_patch(FEWER_ACTIONS)
         due = datetime.fromisoformat(inp.due_at)
         if workflow.info().typed_search_attributes.get(ERASURE_DUE_DATE) != due:
@@ -206,7 +204,7 @@ class ErasureWorkflow:
                 return ended
         elif inp.approval is not None:
             self._approval, self._decision = inp.approval, "approved"
-        return await self._erase(inp, PlanRun(self._board, self._gate, inp.plan))
+        return await self._erase(inp, PlanRun(self._board, self._gate, inp.plan or []))
 
     async def _erase(self, inp: ErasureInput, plan: PlanRun) -> ErasureResult:
         """The saga (see the module docstring); resumes a continued run where the last one paused."""
