@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench import capacity, results_history
-from bench.run import Plan, main_sync
+from bench.measure import main_sync
+from bench.plan import Plan
 from workers.logging_setup import configure_logging
 
 

@@ -11,7 +11,9 @@ from bench.ceiling import ACTIVITIES_PER_RUN
 from bench.counters import CallCounter, group
 from bench.expiry import SweepCost, apart
 from bench.history import Record, counts_by_name, covered, step_times
-from bench.run import Figures, Plan, rows
+from bench.measured import Figures
+from bench.plan import Plan
+from bench.report import rows
 from bench.stats import Row, Target, format_table, ratio, summarize
 from workflows.contracts.expiry import ExpiryCounts
 

@@ -12,8 +12,10 @@ import pytest
 
 import bench
 from bench import charts, results_history
+from bench.measured import Erasure, Figures
+from bench.plan import Plan
+from bench.report import rows, write_outputs
 from bench.results_history import Entry, record
-from bench.run import Erasure, Figures, Plan, rows, write_outputs
 from bench.stats import Row, Target, summarize
 
 PNG = b"\x89PNG\r\n\x1a\n"

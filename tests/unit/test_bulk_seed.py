@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.run import Plan
+from bench.plan import Plan
 from stores.memory.service import SessionCapture
 from stores.privacy.embedding import tokens
 from stores.privacy.identity import subject_key
