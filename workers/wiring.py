@@ -89,9 +89,8 @@ def platform_config(settings: Settings, secrets: Secrets | None = None, **overri
 
 
 def build_registry(platform: Platform) -> AdapterRegistry:
-    """The process's adapters: every entry point's factory called with the platform's ``StoreContext`` (a
-    plug-in from another distribution also reads what the ``Platform`` had, deprecated)."""
-    return AdapterRegistry(platform.store_context, legacy=platform)
+    """The process's adapters: every entry point's factory called with the platform's ``StoreContext``."""
+    return AdapterRegistry(platform.store_context)
 
 
 def build_platform(settings: Settings, secrets: Secrets | None = None, **overrides: object) -> Platform:

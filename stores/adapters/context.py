@@ -8,16 +8,13 @@ books, the platform's bucket names, and the stores' options (settings by name: `
 uses and builds its own client from it; a client the platform's services share with the adapter (the log
 archive's segment lock, the response cache's connection) is built once per context with ``shared``.
 
-A package registered before this context existed was handed the ``Platform``; the registry hands such
-plug-ins (any entry point outside this project's own distribution) a ``PluginContext``, which answers the
-attributes the context does not have (``config``, ``adapters``, ...) from the platform, with a
-``DeprecationWarning``.
+Every factory, the project's own and a plug-in's, gets this context and nothing else (the ``PluginContext``
+that handed older plug-ins the ``Platform`` is gone: issue 41).
 """
 
 from __future__ import annotations
 
 import threading
-import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -93,24 +90,3 @@ class StoreContext:
             closing, self._closing[:] = list(self._closing), []
         for close in reversed(closing):
             close()
-
-
-class PluginContext:
-    """A ``StoreContext`` for a plug-in written against the old shape: what the context lacks comes from the
-    platform it stands for, with a ``DeprecationWarning``."""
-
-    def __init__(self, context: StoreContext, platform: object) -> None:
-        self._context = context
-        self._platform = platform
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return getattr(self._context, name)
-        except AttributeError:
-            pass
-        warnings.warn(
-            f"adapter factories receive a StoreContext; {name!r} comes from the Platform (deprecated)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(self._platform, name)

@@ -7,10 +7,9 @@ A platform adds its store as a package of its own that declares, in its ``pyproj
 
 The value is a factory called with one argument, a ``StoreContext`` (``stores.adapters.context``: the pool,
 the S3 and KMS clients, the identity secret, the key service, the books, the stores' options), usually the
-adapter class; a plug-in from another distribution gets a ``PluginContext``, which also answers what the
-``Platform`` it was once given had. The registry is built by the worker's wiring (``workers.wiring``), never
-by the platform. The order comes from each
-adapter's declared ``after``: a dependency on an adapter that is not registered, two adapters with one
+adapter class (a plug-in from another distribution gets the same context, never the ``Platform``). The
+registry is built by the worker's wiring (``workers.wiring``), never by the platform. The order comes from
+each adapter's declared ``after``: a dependency on an adapter that is not registered, two adapters with one
 name, or a cycle is an ``AdapterConfigError`` when the registry loads (the worker refuses to start), never
 a surprise in the middle of an erasure.
 """
@@ -19,9 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import entry_points
 
-from stores.adapters.context import PluginContext, StoreContext
+from stores.adapters.context import StoreContext
 from stores.adapters.interface import (
     AFTER_EVERY_OTHER,
     ENTRY_POINT_GROUP,
@@ -29,9 +28,6 @@ from stores.adapters.interface import (
     EraseAdapter,
     SeesPeers,
 )
-
-#: the distribution whose entry points are this project's own adapters (given the ``StoreContext`` itself)
-OWN_DISTRIBUTION = "erasure-orchestrator"
 
 
 class AdapterConfigError(Exception):
@@ -104,27 +100,17 @@ def order(adapters: Sequence[EraseAdapter]) -> list[PlannedStep]:
     return planned
 
 
-def _own(ep: EntryPoint) -> bool:
-    dist = getattr(ep, "dist", None)
-    name = getattr(dist, "name", None) or ""
-    return name.replace("_", "-").lower() == OWN_DISTRIBUTION
-
-
 class AdapterRegistry:
     """The adapters of one process, built once from the entry points (plus ``extra`` ones, for embedding).
 
-    ``context`` is what every factory is called with; ``legacy`` (the platform, when the wiring has one)
-    answers a plug-in's reads of what the context lacks (``PluginContext``)."""
+    ``context`` is what every factory is called with."""
 
-    def __init__(
-        self, context: StoreContext, extra: Iterable[EraseAdapter] = (), *, legacy: object | None = None
-    ) -> None:
+    def __init__(self, context: StoreContext, extra: Iterable[EraseAdapter] = ()) -> None:
         built: list[EraseAdapter] = []
         self.not_configured: list[str] = []  # registered adapters whose store this platform does not have
         for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-            given: object = context if legacy is None or _own(ep) else PluginContext(context, legacy)
             try:
-                adapter = ep.load()(given)
+                adapter = ep.load()(context)
             except AdapterNotConfigured:  # this platform has no such store: not in its plans
                 self.not_configured.append(ep.name)
                 continue

@@ -373,7 +373,7 @@ async def test_a_store_that_holds_the_items_but_cannot_forget_them_fails_the_for
     await ingest(platform, await make_sessions(platform, APP, user, [["I live in Pune near the river."]]))
     rows = platform.memory_store.rows_of(APP, user)
     # the worker's registry (the entry points' adapters over the platform's context), with the plug-in
-    with_plugin = AdapterRegistry(platform.store_context, [_VectorCache()], legacy=platform)
+    with_plugin = AdapterRegistry(platform.store_context, [_VectorCache()])
     assert "vector_cache" in with_plugin.names
     acts, env = _activities(platform, with_plugin)
     row = platform.forget_requests.create(sk, APP, "forget", [str(rows[0][0])], ForgetPayload(user))

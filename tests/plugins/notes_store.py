@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from stores.adapters.context import StoreContext
 from stores.adapters.interface import Beat, Bound, Remaining, Subject, Swept
 from stores.books.request_record import RequestRecord
 from stores.platform import Platform
@@ -44,8 +45,8 @@ class NotesAdapter:
     after: tuple[str, ...] = ("memory",)
     batched = True
 
-    def __init__(self, platform: Platform) -> None:
-        self.platform = platform
+    def __init__(self, context: StoreContext) -> None:
+        self.context = context  # what every adapter's factory is given (``stores.adapters.context``)
 
     def locate(self, subject: Subject) -> dict[str, int]:
         where = folder(subject.app_name, subject.subject_key)
@@ -84,7 +85,7 @@ class NotesAdapter:
         return Swept({"notes": removed})
 
     def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
-        where = folder(app_name, subject_key(self.platform.config.subject_secret, app_name, user_id))
+        where = folder(app_name, subject_key(self.context.subject_secret, app_name, user_id))
         files = sorted(where.glob("*.txt")) if where.is_dir() else []
         digest = hashlib.sha256()
         for path in files:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import warnings
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from stores.adapters.context import Buckets, PluginContext, StoreContext
+from stores.adapters.context import Buckets, StoreContext
 from stores.adapters.interface import AdapterNotConfigured
 from workers.wiring import store_options
 
@@ -44,13 +42,3 @@ def test_a_shared_client_is_built_once_and_closed_with_the_context() -> None:
 def test_store_options_are_the_erasure_variables_the_settings_do_not_define() -> None:
     env = {"ERASURE_QDRANT_PATH": "/q", "ERASURE_CHROMA_PATH": "/c", "ERASURE_POOL_SIZE": "3", "HOME": "/root"}
     assert store_options(env) == {"qdrant_path": "/q"}
-
-
-def test_a_plug_in_written_for_the_platform_still_reads_what_it_had() -> None:
-    platform = SimpleNamespace(config=SimpleNamespace(subject_secret=b"old"), pool="platform pool")
-    plugin: Any = PluginContext(context(), platform)
-    assert plugin.subject_secret == b"s" * 32  # the context's own
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        assert plugin.config.subject_secret == b"old"  # the platform's, deprecated
-    assert [w.category for w in caught] == [DeprecationWarning]
