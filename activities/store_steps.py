@@ -18,7 +18,7 @@ from typing import Any
 from temporalio import activity
 
 from activities.support import PlatformActivities, beat, count, heartbeat_details
-from stores.adapters.interface import Subject
+from stores.adapters.interface import Subject, Swept
 from stores.adapters.registry import AdapterRegistry
 from stores.adapters.sweeps import sweep_stores
 from stores.ledgers.owner_holds import OwnerHeld
@@ -77,12 +77,15 @@ def sweep_all(
     """The second sweep: the one sweep loop (``stores.adapters.sweeps``) with no date bound, a heartbeat as
     each store ends; returns (found, reported) counts, merged in plan order. Count names are the adapters'
     own; a name two stores share is prefixed by the store. ``deleted_in`` collects the stores where the sweep
-    removed something."""
-    swept = sweep_stores(
-        adapters, subject, stores, on_done=lambda name, one: beat(phase=name, found=sum(one.found.values()))
-    )
-    if deleted_in is not None:
-        deleted_in.update(swept.removed_in)
+    removed something, as each store ends: a store's gate that stops the sweep (``OwnerHeld``) leaves the
+    stores swept before it named, so their deletions are still marked for the physical clean-up."""
+
+    def done(name: str, one: Swept) -> None:
+        if deleted_in is not None and any(one.found.values()):
+            deleted_in.add(name)
+        beat(phase=name, found=sum(one.found.values()))
+
+    swept = sweep_stores(adapters, subject, stores, on_done=done)
     return swept.found, swept.reported
 
 

@@ -27,12 +27,11 @@ from stores.privacy.redaction import sensitive
 
 @dataclass(frozen=True)
 class StoresSwept:
-    """One sweep over several stores: ``found`` merged in plan order, ``reported`` summed by name, and the
-    stores where it removed something (``removed_in``)."""
+    """One sweep over several stores: ``found`` merged in plan order, ``reported`` summed by name (which stores
+    removed something is told store by store through ``on_done``, so a sweep stopped midway still tells it)."""
 
     found: dict[str, int] = field(default_factory=dict)
     reported: dict[str, int] = field(default_factory=dict)
-    removed_in: frozenset[str] = frozenset()
 
 
 def sweep_stores(
@@ -57,5 +56,4 @@ def sweep_stores(
     return StoresSwept(
         merged({name: one.found for name, one in in_order.items()}),
         summed(one.reported for one in in_order.values()),
-        frozenset(name for name, one in in_order.items() if any(one.found.values())),
     )
