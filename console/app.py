@@ -98,7 +98,7 @@ def create_app(console: Console) -> FastAPI:
         mount(app, login_router(console.oidc_client_id, console.login_redirect_uri), limits)
         mount(app, pages.router, limits)
         if console.temporal_ui_upstream:
-            mount(app, proxy_router(console.temporal_ui_upstream), limits)
+            mount(app, proxy_router(console.temporal_ui_upstream, console.temporal_ui_token), limits)
         app.add_middleware(
             SessionMiddleware,
             secret_key=derived_key(console.actor_secret, "console-session").hex(),

@@ -3,6 +3,7 @@ held by the app (``app.state.console``) and reached from a request with ``consol
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -39,6 +40,7 @@ class Console:
     codec: PayloadCodec | None = None  # Temporal's payload codec: /codec/decode for Temporal UI
     codec_origins: frozenset[str] = frozenset()  # browser origins allowed to call /codec/decode
     temporal_ui_upstream: str | None = None  # a Temporal UI (public path /temporal) proxied behind the login
+    temporal_ui_token: Callable[[], Awaitable[str]] | None = None  # the read-only JWT added to the UI's calls
     cross_site_cookie: bool = False  # SameSite=None session cookie (a Temporal UI on another site decodes)
     sessions: SessionStore | None = None  # server-side page sessions (logout ends them); None: from the pool
     readiness: Readiness = field(default_factory=lambda: Readiness([]))  # /readyz's parts (none: never ready)

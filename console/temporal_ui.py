@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 from urllib.parse import unquote
 
@@ -39,6 +39,7 @@ from console.context import console_of
 from console.dependencies import History, PageBrowses
 from console.sessions import SESSION_COOKIE
 from workers.codec_server import decode_response
+from workers.temporal_token import TokenRefused
 
 CODEC_PATH = "/codec/decode"
 PROXY_PREFIX = "/temporal"
@@ -179,8 +180,13 @@ def _forwarded_cookie(header: str) -> str:
     return "; ".join(kept)
 
 
-def proxy_router(upstream: str) -> APIRouter:
-    """``/temporal/...`` forwarded to a Temporal UI served under that public path, behind the login."""
+def proxy_router(upstream: str, token: Callable[[], Awaitable[str]] | None = None) -> APIRouter:
+    """``/temporal/...`` forwarded to a Temporal UI served under that public path, behind the login.
+
+    ``token``: the read-only Temporal JWT (``ERASURE_TEMPORAL_UI_OAUTH_*``) sent as the call's
+    ``Authorization`` (the browser's own never passes): Temporal UI's server hands it to the frontend with
+    each call it makes, and the frontend's stock authorizer lets a ``read`` token do nothing else, so a write
+    this proxy's method and path filter missed is refused by Temporal itself."""
     router = APIRouter()
     client = httpx.AsyncClient(base_url=upstream.rstrip("/"), timeout=30.0, follow_redirects=False)
     views = ViewWindow()
@@ -212,6 +218,11 @@ def proxy_router(upstream: str) -> APIRouter:
         cookie = _forwarded_cookie(request.headers.get("cookie", ""))
         if cookie:
             headers.append(("cookie", cookie))
+        if token is not None:
+            try:
+                headers.append(("authorization", f"Bearer {await token()}"))
+            except TokenRefused:
+                raise HTTPException(502, "Temporal UI's read-only token could not be fetched") from None
         outgoing = client.build_request(
             request.method,
             httpx.URL(upstream.rstrip("/") + target, query=request.url.query.encode("latin-1")),

@@ -3,6 +3,8 @@ readiness check's parts."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from temporalio.client import Client
 
 from console.audit import AuditLog
@@ -16,6 +18,8 @@ from workers.check import console_parts
 from workers.codec import EncryptionCodec
 from workers.local_secrets import Secrets
 from workers.settings import Settings
+from workers.temporal_client import oauth_credentials
+from workers.temporal_token import token_source
 
 
 def build_console(settings: Settings, secrets: Secrets, platform: Platform, client: Client) -> Console:
@@ -45,6 +49,13 @@ def build_console(settings: Settings, secrets: Secrets, platform: Platform, clie
         codec=EncryptionCodec(secrets.payload_key, secrets.payload_old_keys),
         codec_origins=settings.codec_origins,
         temporal_ui_upstream=settings.ui_proxy_upstream,
+        temporal_ui_token=_ui_token(settings),
         cross_site_cookie=settings.console_cross_site_cookie,
         readiness=Readiness(console_parts(settings, secrets)),
     )
+
+
+def _ui_token(settings: Settings) -> Callable[[], Awaitable[str]] | None:
+    """The read-only Temporal token the console adds to every call it proxies to Temporal UI, if configured."""
+    source = token_source(oauth_credentials(settings, ui=True))
+    return source.token if source is not None else None

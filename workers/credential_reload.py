@@ -8,7 +8,9 @@ files' contents every ``POLL`` seconds:
   the files again) and handed to the running worker (``Worker.client``: the SDK's own way to swap a
   worker's client; calls in flight finish on the old one);
 - only the API key file changed: the client's key is replaced in place (``Client.api_key``: sent with the
-  next call).
+  next call);
+- a client-credentials token (``workers.temporal_token``) is due: the next one is fetched and replaced in
+  place the same way (the poll then comes no later than the token is due).
 
 A file caught half-written, a certificate that does not load or a server that refuses it changes nothing:
 the current connection stays, the failure is logged by variable name (never a file's contents), and the
@@ -31,7 +33,8 @@ from temporalio.worker import Worker
 from workers.errors import ConfigError
 from workers.local_secrets import Secrets
 from workers.settings import Settings
-from workers.temporal_client import TemporalUnreachable, connect, temporal_api_key
+from workers.temporal_client import TemporalUnreachable, connect, oauth_credentials, temporal_api_key
+from workers.temporal_token import TokenRefused, TokenSource, token_source
 
 log = structlog.get_logger("workers.credential_reload")
 
@@ -83,6 +86,7 @@ class TemporalCredentials:
         self.files = CredentialFiles.of(settings)
         self._tls = _digest(self.files.tls)
         self._api_key = _digest(self.files.api_key)
+        self.tokens: TokenSource | None = token_source(oauth_credentials(settings))
 
     async def refresh(self, worker: Worker | Sequence[Worker] | None = None) -> Outcome:
         """Read the files once; reconnect or replace the key if they changed (see the module). ``worker``:
@@ -109,15 +113,29 @@ class TemporalCredentials:
             self._api_key = api_key
             log.info("temporal_credentials_reloaded", files="api_key", reconnected=False)
             return "api_key"
+        if self.tokens is not None and self.tokens.due():
+            try:
+                self.client.api_key = await self.tokens.fetch()
+            except TokenRefused as exc:
+                log.warning("temporal_credentials_not_reloaded", files="oauth_token", reason=str(exc)[:300])
+                return "failed"
+            log.info("temporal_credentials_reloaded", files="oauth_token", reconnected=False)
+            return "api_key"
         return "unchanged"
+
+    def _next_poll(self, every: float) -> float:
+        """Seconds to the next poll: ``every``, or sooner when the token is due sooner (at least a second)."""
+        if self.tokens is None:
+            return every
+        return max(1.0, min(every, self.tokens.seconds_until_due()))
 
     async def watch(self, worker: Worker | Sequence[Worker] | None, stop: asyncio.Event, every: float = POLL) -> None:
         """Refresh every ``every`` seconds until ``stop`` is set (nothing to watch: returns at once)."""
-        if not self.files.any:
+        if not self.files.any and self.tokens is None:
             return
         while not stop.is_set():
             try:
-                await asyncio.wait_for(stop.wait(), every)
+                await asyncio.wait_for(stop.wait(), self._next_poll(every))
             except TimeoutError:
                 try:
                     await self.refresh(worker)

@@ -104,6 +104,29 @@ button{{margin-top:1.2rem;font-size:1rem;padding:.5rem 1.2rem}}.error{{color:#a0
 <input id="password" name="password" type="password" autocomplete="current-password" required>
 <button type="submit">Log in</button></form></main></body></html>"""
 
+
+@dataclass(frozen=True)
+class ServiceClient:
+    """A machine client of the client-credentials grant: the worker's or the console's Temporal login."""
+
+    secret: str
+    permissions: tuple[str, ...]  # Temporal's "<namespace>:<read|write|worker|admin>"
+    audience: str = "temporal"
+    lifetime: int = 300
+
+
+def _basic(header: str) -> tuple[str, str] | None:
+    """(client id, secret) of an HTTP Basic ``Authorization`` header, taken as sent (as httpx sends them)."""
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "basic" or not value:
+        return None
+    try:
+        user, sep, password = base64.b64decode(value.strip(), validate=True).decode().partition(":")
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return (user, password) if sep else None
+
+
 _AUTHORIZE_PARAMS = ("response_type", "client_id", "redirect_uri", "state", "nonce", "code_challenge")
 
 
@@ -119,6 +142,7 @@ class LocalIdentityProvider:
         roles_claim: str = "roles",
         client_ids: frozenset[str] = frozenset({"erasure-console"}),
         redirect_uris: frozenset[str] | None = None,
+        service_clients: dict[str, ServiceClient] | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         self.audience = audience
@@ -130,6 +154,7 @@ class LocalIdentityProvider:
         self.jwks_served = 0
         self.token_requests: list[dict[str, str]] = []
         self._codes: dict[str, dict[str, Any]] = {}
+        self.service_clients = dict(service_clients or {})
 
     def app(self) -> Starlette:
         return Starlette(
@@ -224,7 +249,9 @@ class LocalIdentityProvider:
 
     async def _token(self, request: Request) -> JSONResponse:
         form = {k: str(v) for k, v in (await request.form()).items()}
-        self.token_requests.append(form)
+        self.token_requests.append({k: v for k, v in form.items() if k != "client_secret"})
+        if form.get("grant_type") == "client_credentials":
+            return self._client_credentials(request, form)
         grant = self._codes.pop(form.get("code", ""), None)  # a code is redeemed once
         if (
             grant is None
@@ -249,6 +276,22 @@ class LocalIdentityProvider:
         return JSONResponse(
             {"access_token": token, "token_type": "Bearer", "expires_in": TOKEN_TTL_SECONDS, "id_token": id_token}
         )
+
+    def _client_credentials(self, request: Request, form: dict[str, str]) -> JSONResponse:
+        """RFC 6749 §4.4 for a service client (HTTP Basic, or the form's ``client_id``/``client_secret``): an
+        access token for Temporal's stock authorizer, its ``permissions`` claim the client's."""
+        client_id, secret = _basic(request.headers.get("authorization", "")) or (
+            form.get("client_id", ""),
+            form.get("client_secret", ""),
+        )
+        client = self.service_clients.get(client_id)
+        expected = (client.secret if client else secrets.token_urlsafe(12)).encode()
+        if client is None or not hmac.compare_digest(secret.encode(), expected):
+            return JSONResponse({"error": "invalid_client"}, status_code=401)
+        token = self.mint(
+            client_id, [], audience=client.audience, expires_in=client.lifetime, permissions=list(client.permissions)
+        )
+        return JSONResponse({"access_token": token, "token_type": "Bearer", "expires_in": client.lifetime})
 
     def rotate(self, *, keep_old: bool = True) -> RSAKey:
         """A new signing key, first in the JWKS (the old one kept, or dropped)."""

@@ -4,7 +4,9 @@ that encodes messages (``workers.codec.data_converter``).
 Connection options come from the settings: namespace; TLS with the system roots or a custom CA
 (``ERASURE_TEMPORAL_TLS_CA_FILE``); an mTLS client certificate and key (``..._TLS_CERT_FILE``,
 ``..._TLS_KEY_FILE``); a server name to verify instead of the address's host (``..._TLS_SERVER_NAME``); an
-API key (``ERASURE_TEMPORAL_API_KEY``, Temporal Cloud), sent only over TLS and never logged. The standard
+API key (``ERASURE_TEMPORAL_API_KEY``, Temporal Cloud) or a client-credentials JWT for a self-hosted
+frontend's stock authorizer (``ERASURE_TEMPORAL_OAUTH_*``, ``workers.temporal_token``), sent only over TLS
+and never logged. The standard
 ``TEMPORAL_*`` variables and profiles (``temporalio.envconfig``) reach these settings when their
 ``ERASURE_TEMPORAL_*`` equivalents are unset (``workers/temporal_env.py``). A connection that
 fails (an untrusted server certificate, a refused client certificate, nothing listening) becomes one
@@ -25,6 +27,7 @@ from workers.codec import data_converter
 from workers.errors import ConfigError, ErasureCliError
 from workers.local_secrets import Secrets, load_secrets
 from workers.settings import Settings
+from workers.temporal_token import ClientCredentials, token_source
 
 _runtimes: dict[int, Runtime] = {}
 
@@ -108,9 +111,28 @@ def temporal_api_key(settings: Settings) -> str | None:
     return settings.secret_value("temporal_api_key") or None
 
 
+def oauth_credentials(settings: Settings, *, ui: bool = False) -> ClientCredentials | None:
+    """The client-credentials login for this process's Temporal token (``ui``: the read-only one the console
+    adds to Temporal UI's calls); ``None`` when none is configured."""
+    client_id = settings.temporal_ui_oauth_client_id if ui else settings.temporal_oauth_client_id
+    secret = settings.secret_value("temporal_ui_oauth_client_secret" if ui else "temporal_oauth_client_secret")
+    if not (settings.temporal_oauth_token_url and client_id and secret):
+        return None
+    return ClientCredentials(settings.temporal_oauth_token_url, client_id, secret)
+
+
+async def bearer_token(settings: Settings) -> str | None:
+    """What the client sends as its bearer token: the client-credentials JWT (current, fetched when due) or
+    the API key; ``None`` for neither."""
+    source = token_source(oauth_credentials(settings))
+    if source is not None:
+        return await source.token()
+    return temporal_api_key(settings)
+
+
 async def connect(settings: Settings, secrets: Secrets | None = None, *, metrics_port: int = 0) -> Client:
     secrets = secrets or load_secrets(settings)
-    api_key = temporal_api_key(settings)
+    api_key = await bearer_token(settings)
     tls = tls_config(settings_tls(settings), api_key=api_key is not None)
     try:
         return await Client.connect(

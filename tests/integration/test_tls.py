@@ -23,15 +23,19 @@ from pathlib import Path
 import psycopg
 import pytest
 from botocore.exceptions import SSLError
+from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 
 from stores.infra.aws_clients import AwsEndpoints, s3_client
+from tests.oidc_issuer import LocalIssuer
 from tests.saga_harness import SagaHarness
 from tests.tls_fixture import Pki, PostgresTlsProxy, TlsProxy, issue_client, make_pki
 from workers.credential_reload import TemporalCredentials
 from workers.errors import ConfigError
+from workers.local_idp import ServiceClient
 from workers.local_secrets import load_secrets
 from workers.settings import Settings
 from workers.temporal_client import TemporalTls, TemporalUnreachable, connect, tls_config
+from workers.temporal_token import TokenRefused
 from workers.wiring import build_platform
 from workers.worker import build_worker
 
@@ -251,3 +255,77 @@ async def test_a_client_certificate_replaced_on_disk_is_used_by_the_running_work
     assert await credentials.refresh() == "failed"
     assert credentials.client is kept
     assert await credentials.refresh() == "failed"  # and the next poll tries again
+
+
+# ----- a client-credentials JWT for the stock authorizer, fetched again before it expires --------------
+
+
+@pytest.fixture
+def token_issuer() -> Iterator[LocalIssuer]:
+    issuer = LocalIssuer()
+    issuer.service_clients = {
+        "erasure-worker": ServiceClient("s3cret-worker", ("default:write",), lifetime=4),
+        "temporal-ui": ServiceClient("s3cret-ui", ("default:read",), lifetime=300),
+    }
+    issuer.start()
+    yield issuer
+    issuer.stop()
+
+
+def _claims(issuer: LocalIssuer, token: str) -> dict[str, object]:
+    from joserfc import jwt
+    from joserfc.jwk import KeySet
+
+    return dict(jwt.decode(token, KeySet(list(issuer.keys))).claims)
+
+
+@aio
+async def test_the_worker_sends_a_client_credentials_jwt_and_fetches_the_next_before_it_expires(
+    local_stack: Settings, pki: Pki, proxies: dict[str, TlsProxy], token_issuer: LocalIssuer
+) -> None:
+    """The frontend's stock JWT claim mapper reads ``permissions``: the worker's token says ``default:write``,
+    signed by the provider's key; a quarter of its lifetime before expiry the watch puts the next on the
+    running client, which keeps working."""
+    settings = tls_settings(
+        local_stack,
+        pki,
+        proxies,
+        ERASURE_TEMPORAL_OAUTH_TOKEN_URL=f"{token_issuer.url}/token",
+        ERASURE_TEMPORAL_OAUTH_CLIENT_ID="erasure-worker",
+        ERASURE_TEMPORAL_OAUTH_CLIENT_SECRET="s3cret-worker",
+    )
+    secrets = load_secrets(settings)
+    credentials = TemporalCredentials(settings, secrets, await connect(settings, secrets))
+    first = credentials.client.api_key
+    assert first is not None
+    claims = _claims(token_issuer, first)
+    assert (claims["sub"], claims["aud"], claims["permissions"]) == ("erasure-worker", "temporal", ["default:write"])
+    assert await credentials.refresh() == "unchanged"  # not due yet
+    await asyncio.sleep(3.2)  # 4 s lifetime: due at 3 s
+    assert await credentials.refresh() == "api_key"
+    second = credentials.client.api_key
+    assert second is not None
+    assert second != first
+    assert _claims(token_issuer, second)["permissions"] == ["default:write"]
+    await credentials.client.workflow_service.get_system_info(GetSystemInfoRequest())  # still connected
+    fetched = [r for r in token_issuer.token_requests if r.get("grant_type") == "client_credentials"]
+    assert len(fetched) == 2
+    assert all("client_secret" not in r for r in token_issuer.token_requests)
+
+
+@aio
+async def test_a_refused_client_secret_is_one_clear_error_without_the_secret(
+    local_stack: Settings, pki: Pki, proxies: dict[str, TlsProxy], token_issuer: LocalIssuer
+) -> None:
+    settings = tls_settings(
+        local_stack,
+        pki,
+        proxies,
+        ERASURE_TEMPORAL_OAUTH_TOKEN_URL=f"{token_issuer.url}/token",
+        ERASURE_TEMPORAL_OAUTH_CLIENT_ID="erasure-worker",
+        ERASURE_TEMPORAL_OAUTH_CLIENT_SECRET="not-the-secret",
+    )
+    with pytest.raises(TokenRefused) as refused:
+        await connect(settings, load_secrets(settings))
+    assert "answered 401 (invalid_client)" in str(refused.value)
+    assert "not-the-secret" not in str(refused.value)

@@ -12,6 +12,7 @@ from workers.credential_reload import CredentialFiles, Outcome, TemporalCredenti
 class Breaking(TemporalCredentials):
     def __init__(self) -> None:  # no settings, client or files read: only the loop is under test
         self.files = CredentialFiles(("/etc/erasure/temporal/client.pem",), ())
+        self.tokens = None
         self.polls = 0
 
     async def refresh(self, worker: object = None) -> Outcome:

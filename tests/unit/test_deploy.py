@@ -177,14 +177,15 @@ def test_deploy_has_the_expected_files() -> None:
         "iam/worker-policy-per-user-keys.json",
         "iam/console-policy.json",
         "temporal/frontend-mtls.yaml",
-        "temporal/claim-mapper.yaml",
     ):
         assert (DEPLOY / rel).is_file(), f"deploy/{rel} is missing"
 
 
 def test_temporal_frontend_requires_client_certificates_and_only_the_orchestrator_writes() -> None:
-    """Issue 40 item 4: the frontend behind mTLS, and only the worker's and the console's identities may
-    signal or terminate; the claim mapper's CA is the one the frontend checks client certificates with."""
+    """Issue 40 item 4: the frontend behind mTLS, with Temporal's own JWT claim mapper and default authorizer
+    (nothing to build into the server), reading the provider's keys and the ``permissions`` claim; the
+    provider's confidential clients give ``write`` to the worker's and the console's logins only, and the
+    manifests name those clients."""
     [server] = _yaml_docs(DEPLOY / "temporal/frontend-mtls.yaml")
     tls, authorization = server["global"]["tls"], server["global"]["authorization"]
     frontend = tls["frontend"]["server"]
@@ -193,16 +194,30 @@ def test_temporal_frontend_requires_client_certificates_and_only_the_orchestrato
     assert frontend["keyFile"]
     assert frontend["clientCaFiles"]
     assert tls["internode"]["server"]["requireClientAuth"] is True
-    assert authorization["authorizer"] == "default"
-    [mapper] = _yaml_docs(DEPLOY / "temporal/claim-mapper.yaml")
-    assert authorization["claimMapper"] == "erasure-mtls"
-    assert mapper["clientCa"] in frontend["clientCaFiles"]
-    writers = {name for name, role in mapper["identities"].items() if role in ("writer", "admin")}
-    assert writers == {"erasure-worker", "erasure-console"}
-    assert set(mapper["identities"].values()) <= {"reader", "writer"}
+    assert (authorization["authorizer"], authorization["claimMapper"]) == ("default", "default")
+    assert authorization["permissionsClaimName"] == "permissions"
+    [jwks] = authorization["jwtKeyProvider"]["keySourceURIs"]
+    realm = json.loads((DEPLOY / "idp/keycloak-realm.json").read_text())
+    assert jwks.endswith(f"/realms/{realm['realm']}/protocol/openid-connect/certs")
+    granted: dict[str, list[str]] = {}
+    for client in realm["clients"]:
+        mappers = {m["protocolMapper"]: m["config"] for m in client.get("protocolMappers", [])}
+        claim = mappers.get("oidc-hardcoded-claim-mapper")
+        if claim and claim["claim.name"] == authorization["permissionsClaimName"]:
+            assert client["serviceAccountsEnabled"] is True
+            assert client["publicClient"] is False
+            assert mappers["oidc-audience-mapper"]["included.custom.audience"] == authorization["audience"]
+            granted[client["clientId"]] = json.loads(claim["claim.value"])
+    writers = {c for c, perms in granted.items() if any(p.split(":")[1] in ("write", "admin") for p in perms)}
+    assert writers == {"erasure-worker-temporal", "erasure-console-temporal"}
+    assert granted["temporal-ui-reader"] == ["default:read"]
+    manifests = "".join((K8S / f).read_text() for f in ("deployment.yaml", "console.yaml", "configmap.yaml"))
+    for client_id in granted:
+        assert f'"{client_id}"' in manifests
     readme = (DEPLOY / "README.md").read_text()
-    for name in ("temporal/frontend-mtls.yaml", "temporal/claim-mapper.yaml", *mapper["identities"]):
-        assert name in readme
+    assert "temporal/frontend-mtls.yaml" in readme
+    for client_id in granted:
+        assert client_id in readme
 
 
 @pytest.mark.parametrize("path", _files(".yaml", ".yml"), ids=lambda p: str(p.relative_to(DEPLOY)))
@@ -728,8 +743,7 @@ def test_keycloak_realm_matches_the_console_settings() -> None:
     realm = _realm()
     config = _console_config()
     assert config["ERASURE_OIDC_ISSUER"].endswith(f"/realms/{realm['realm']}")
-    (client,) = realm["clients"]
-    assert client["clientId"] == config["ERASURE_OIDC_CLIENT_ID"]
+    (client,) = [c for c in realm["clients"] if c["clientId"] == config["ERASURE_OIDC_CLIENT_ID"]]
     assert client["publicClient"] is True
     assert client["standardFlowEnabled"] is True
     assert client["implicitFlowEnabled"] is False

@@ -181,6 +181,11 @@ class Settings(Checked, BaseSettings):
             data[secret] = value
         return data
 
+    def _check_temporal_oauth(self) -> None:
+        problem = _oauth_problem(self)
+        if problem:
+            raise ConfigError(problem)
+
     @model_validator(mode="after")
     def _check(self) -> Settings:
         for name in HEX_SECRETS:
@@ -197,6 +202,7 @@ class Settings(Checked, BaseSettings):
             raise ConfigError("ERASURE_WORKER_DEPLOYMENT_NAME must not contain '.' (Temporal joins name.build_id)")
         if bool(self.temporal_tls_cert_file) != bool(self.temporal_tls_key_file):
             raise ConfigError("ERASURE_TEMPORAL_TLS_CERT_FILE and ERASURE_TEMPORAL_TLS_KEY_FILE go together: set both")
+        self._check_temporal_oauth()
         if self.mode == "production":
             missing = [reading.or_standard(var(name)) for name in required_in_production() if not self._plain(name)]
             if missing:
@@ -205,6 +211,25 @@ class Settings(Checked, BaseSettings):
                     "matching *_FILE variable); nothing is read from or created in the state directory"
                 )
         return self
+
+
+def _oauth_problem(settings: Settings) -> str | None:
+    """Why the Temporal client-credentials settings cannot be used as given (``None``: they can)."""
+    url = settings.temporal_oauth_token_url
+    own_pair = (settings.temporal_oauth_client_id, settings.secret_value("temporal_oauth_client_secret"))
+    ui_pair = (settings.temporal_ui_oauth_client_id, settings.secret_value("temporal_ui_oauth_client_secret"))
+    own, ui = any(own_pair), any(ui_pair)
+    if (own or ui) and not url:
+        return "ERASURE_TEMPORAL_OAUTH_* client settings need ERASURE_TEMPORAL_OAUTH_TOKEN_URL"
+    if url and not url.startswith(("https://", "http://")):
+        return "ERASURE_TEMPORAL_OAUTH_TOKEN_URL must be an http(s) URL"
+    if own and not all(own_pair):
+        return "ERASURE_TEMPORAL_OAUTH_CLIENT_ID and ERASURE_TEMPORAL_OAUTH_CLIENT_SECRET go together: set both"
+    if ui and not all(ui_pair):
+        return "ERASURE_TEMPORAL_UI_OAUTH_CLIENT_ID and ERASURE_TEMPORAL_UI_OAUTH_CLIENT_SECRET go together: set both"
+    if own and (settings.secret_value("temporal_api_key") or settings.temporal_api_key_file):
+        return "set ERASURE_TEMPORAL_API_KEY or ERASURE_TEMPORAL_OAUTH_CLIENT_ID, not both (both are the bearer token)"
+    return None
 
 
 def _default_text(info: FieldInfo) -> str:

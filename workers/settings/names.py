@@ -26,6 +26,8 @@ SECRET_FILES: dict[str, str] = {
     "payload_old_keys": "payload_old_keys_file",
     "codec_token": "codec_token_file",
     "temporal_api_key": "temporal_api_key_file",
+    "temporal_oauth_client_secret": "temporal_oauth_client_secret_file",
+    "temporal_ui_oauth_client_secret": "temporal_ui_oauth_client_secret_file",
 }
 
 #: secrets that are 32 random bytes written as 64 hex digits

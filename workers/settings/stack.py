@@ -72,6 +72,30 @@ class StackSettings(BaseModel):
         default=SecretStr(""), description="Temporal Cloud API key (a secret; sent over TLS only, never logged)."
     )
     temporal_api_key_file: str = Field(default="", description=file_help("temporal_api_key"))
+    temporal_oauth_token_url: str = Field(
+        default="",
+        description="OAuth 2.0 token endpoint the worker and the console get a short-lived JWT from "
+        "(client-credentials grant) for a Temporal frontend with the stock JWT authorizer "
+        "(deploy/temporal/frontend-mtls.yaml); fetched again before it expires. Empty: no token.",
+    )
+    temporal_oauth_client_id: str = Field(
+        default="", description="Client id of this process at ERASURE_TEMPORAL_OAUTH_TOKEN_URL (a writer)."
+    )
+    temporal_oauth_client_secret: SecretStr = Field(
+        default=SecretStr(""), description="Secret of ERASURE_TEMPORAL_OAUTH_CLIENT_ID (never logged)."
+    )
+    temporal_oauth_client_secret_file: str = Field(default="", description=file_help("temporal_oauth_client_secret"))
+    temporal_ui_oauth_client_id: str = Field(
+        default="",
+        description="Client id, at ERASURE_TEMPORAL_OAUTH_TOKEN_URL, of the read-only token the console adds to "
+        "every call it proxies to Temporal UI (the frontend then refuses any write from the UI). Empty: none.",
+    )
+    temporal_ui_oauth_client_secret: SecretStr = Field(
+        default=SecretStr(""), description="Secret of ERASURE_TEMPORAL_UI_OAUTH_CLIENT_ID (never logged)."
+    )
+    temporal_ui_oauth_client_secret_file: str = Field(
+        default="", description=file_help("temporal_ui_oauth_client_secret")
+    )
     task_queue: str = Field(default="erasure", min_length=1, description="Task queue of the erasure worker.")
     physical_task_queue: str = Field(
         default="erasure-physical",
