@@ -56,6 +56,7 @@ from console.http_guards import (
 from console.login import login_router, to_login
 from console.permissions import GUARD_MARK, PERMISSIONS, PUBLIC_PATHS, assert_every_route_guarded, route_permission
 from console.preview_guard import preview_guard_for
+from console.rate_limits import shared_limits
 from console.sessions import SESSION_COOKIE
 from console.telemetry import Telemetry
 from console.temporal_ui import CodecOrigins, codec_router, proxy_router
@@ -82,11 +83,12 @@ def create_app(console: Console) -> FastAPI:
         redoc_url=None,
     )
     app.state.console = console
-    app.state.preview_guard = preview_guard_for(console)
+    shared = shared_limits(console.platform.pool, console.actor_secret)  # one budget for every console process
+    app.state.preview_guard = preview_guard_for(console, shared)
     settings = console.settings
     rates = {"preview": settings.console_preview_per_minute}
     limits = PrincipalLimits(
-        {**dict.fromkeys(("filing", "search", "export"), settings.console_costly_per_minute), **rates}
+        shared, {**dict.fromkeys(("filing", "search", "export"), settings.console_costly_per_minute), **rates}
     )
     for api in (health, requests_api, audit_api, holds_api, tokens_api, forget_api):
         mount(app, api.router, limits)
@@ -110,7 +112,7 @@ def create_app(console: Console) -> FastAPI:
     app.add_middleware(CodecOrigins, allowed=console.codec_origins)
     # outermost last: headers on every answer, then the rate and the size checked before anything else runs
     app.add_middleware(SecurityHeaders)
-    app.add_middleware(RateLimit, per_minute=console.settings.console_rate_per_minute)
+    app.add_middleware(RateLimit, limits=shared, per_minute=settings.console_rate_per_minute)
     app.add_middleware(BodyLimit)
     app.add_middleware(Telemetry, metrics=console.metrics)  # every answer counted, 429 and 413 too
     # outermost: who the client is, before anything keys on it (the trusted proxies' word, else the peer)

@@ -11,9 +11,10 @@ the security headers every answer carries.
   127.0.0.1 and let any client there (or every client behind a local ingress, sharing one bucket) choose its
   address (issue 40).
 - **Rate** (``RateLimit``): the login and the intake routes take at most ``per_minute`` requests a minute
-  from one client address (a token bucket per address, in this process), then 429 with ``Retry-After``.
-  The routes that cost (filing, preview, search, export: ``COSTLY``) are limited per authenticated
-  principal too (``PrincipalLimits``, added to each such route by the app after its guard).
+  from one client address, then 429 with ``Retry-After``. The routes that cost (filing, preview, search,
+  export: ``COSTLY``) are limited per authenticated principal too (``PrincipalLimits``, added to each such
+  route by the app after its guard). Both count in the database (``console.rate_limits``), so every console
+  process draws on the same budget; counted in each process, they multiplied by the replicas (issue 40).
 - **Headers** (``SecurityHeaders``): a Content-Security-Policy with ``frame-ancestors 'none'`` on the
   console's pages (no page can be framed, so no one-click approval can be clickjacked), ``X-Frame-Options``,
   ``nosniff`` and no referrer; the proxied Temporal UI gets the framing rules only (it brings its own code).
@@ -25,14 +26,15 @@ import inspect
 import ipaddress
 import math
 import secrets
-import threading
-import time
 from collections.abc import Callable, Iterable, MutableMapping, Sequence
 from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException
+from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from console.rate_limits import RateLimits
 
 DEFAULT_LIMIT = 64 * 1024
 #: bigger bodies where the route needs them (path prefix -> bytes)
@@ -196,30 +198,6 @@ class TrustedProxies(_HttpOnly):
         await self._app(scope, receive, send)
 
 
-class Buckets:
-    """Token buckets by key: ``per`` requests each ``seconds``, refilled continuously, in this process."""
-
-    def __init__(self, per: int, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self._rate = per / seconds
-        self._burst = float(per)
-        self._clock = clock
-        self._keep = seconds * 2
-        self._buckets: dict[Any, tuple[float, float]] = {}
-        self._lock = threading.Lock()
-
-    def take(self, key: Any) -> float:
-        """Take one token for ``key``: 0 when there was one, else the seconds until there is."""
-        now = self._clock()
-        with self._lock:
-            tokens, at = self._buckets.get(key, (self._burst, now))
-            tokens = min(self._burst, tokens + (now - at) * self._rate)
-            allowed = tokens >= 1.0
-            self._buckets[key] = (tokens - 1.0 if allowed else tokens, now)
-            if len(self._buckets) > 10_000:  # forget the quiet ones
-                self._buckets = {k: v for k, v in self._buckets.items() if now - v[1] < self._keep}
-            return 0.0 if allowed else (1.0 - tokens) / self._rate
-
-
 def too_many(wait: float, what: str = "requests") -> HTTPException:
     """429 with ``Retry-After``: the whole seconds until the next request is taken."""
     seconds = max(1, math.ceil(wait))
@@ -227,20 +205,23 @@ def too_many(wait: float, what: str = "requests") -> HTTPException:
 
 
 class RateLimit:
-    """A token bucket per (path, client address): ``per_minute`` requests, refilled continuously."""
+    """``per_minute`` requests a minute per (path, client address) on ``paths``, counted by ``limits``."""
 
-    def __init__(self, app: ASGIApp, per_minute: int = 30, paths: Iterable[str] = RATE_LIMITED) -> None:
+    def __init__(
+        self, app: ASGIApp, limits: RateLimits, per_minute: int = 30, paths: Iterable[str] = RATE_LIMITED
+    ) -> None:
         self._app = app
+        self._limits = limits
+        self._per_minute = per_minute
         self._paths = tuple(paths)
-        self._buckets = Buckets(per_minute, 60.0)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
         if scope["type"] == "http" and path in self._paths:
-            client = (scope.get("client") or ("?", 0))[0]
-            wait = self._buckets.take((path, str(client)))
-            if wait:
-                seconds = str(max(1, math.ceil(wait)))
+            client = str((scope.get("client") or ("?", 0))[0])
+            window = await run_in_threadpool(self._limits.take, f"address{path}", client, 60.0)
+            if window.over(self._per_minute):
+                seconds = str(max(1, math.ceil(window.resets_in)))
                 reply = JSONResponse({"detail": f"too many requests; try again in {seconds} s"}, status_code=429)
                 reply.headers["Retry-After"] = seconds
                 await reply(scope, receive, send)
@@ -250,20 +231,21 @@ class RateLimit:
 
 class PrincipalLimits:
     """The costly routes' limits per authenticated principal (an OIDC ``sub``, an API token): one bucket per
-    (kind of call, principal), ``per_minute[kind]`` requests a minute. A route gets ``dependency(kind, guard)``
-    next to its guard: FastAPI resolves the guard once, so the principal is the one the route acts for, and an
-    unauthenticated or refused call is answered 401/403 before it counts."""
+    (kind of call, principal), ``per_minute[kind]`` requests a minute, counted by ``limits``. A route gets
+    ``dependency(kind, guard)`` next to its guard: FastAPI resolves the guard once, so the principal is the one
+    the route acts for, and an unauthenticated or refused call is answered 401/403 before it counts."""
 
-    def __init__(self, per_minute: dict[str, int]) -> None:
-        self._buckets = {kind: Buckets(n, 60.0) for kind, n in per_minute.items()}
+    def __init__(self, limits: RateLimits, per_minute: dict[str, int]) -> None:
+        self._limits = limits
+        self._per_minute = dict(per_minute)
 
     def dependency(self, kind: str, guard: Callable[..., Any]) -> Callable[..., Any]:
-        buckets = self._buckets[kind]
+        limit = self._per_minute[kind]
 
-        def limited(principal: Any) -> None:
-            wait = buckets.take(principal.subject)
-            if wait:
-                raise too_many(wait, f"{kind} calls")
+        def limited(principal: Any) -> None:  # a plain function: FastAPI runs it on a worker thread
+            window = self._limits.take(f"principal.{kind}", principal.subject, 60.0)
+            if window.over(limit):
+                raise too_many(window.resets_in, f"{kind} calls")
 
         # the guard as the principal's dependency (built here: the guard is known only now)
         given = inspect.Parameter(

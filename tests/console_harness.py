@@ -72,6 +72,8 @@ async def api(saga: SagaHarness, issuer: LocalIssuer) -> AsyncIterator[Api]:
     )
     console = build_console(settings, load_secrets(settings), saga.platform, saga.client)
     app = create_app(console)
+    with saga.platform.pool.connection() as conn:  # each test's console starts with no calls counted
+        conn.execute("DELETE FROM rate_limit_windows")
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://console") as http:
         yield Api(app, http, issuer, saga)
 
