@@ -1,7 +1,7 @@
 """The one boundary every activity of the worker passes: ``StepBoundary``, a worker interceptor.
 
 It runs each activity inside ``activities.support.translate_errors``: the start and end log lines with the
-step's label, the step-duration metric, the crash-drill pause (``StepBoundary(chaos_pause=...)``), the raw ids an
+step's label, the step-duration metric, the raw ids an
 activity registers for masking (``keep_sensitive``), and the translation of every error into an
 ``ApplicationError`` that holds no raw id and no cause chain (known errors no retry can fix become
 non-retryable). Before this interceptor each activity was decorated by hand (31 of 33 were; the two
@@ -29,30 +29,22 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def at_the_boundary(fn: Callable[P, R], chaos_pause: float = 0.0) -> Callable[P, R]:
+def at_the_boundary(fn: Callable[P, R]) -> Callable[P, R]:
     """A synchronous activity as the worker runs it (what ``StepBoundary`` wraps it in): for running one
     outside a worker, in the SDK's ``ActivityEnvironment``."""
-    return translate_errors(fn, chaos_pause)
+    return translate_errors(fn)
 
 
 class StepBoundary(Interceptor):
-    """``chaos_pause`` (crash drills only; the worker sets it from ``ERASURE_CHAOS_PAUSE_MS``): seconds each
-    activity pauses at its start and after every heartbeat, so a kill lands inside a batched step or between
-    steps. Zero in normal operation."""
-
-    def __init__(self, chaos_pause: float = 0.0) -> None:
-        self.chaos_pause = chaos_pause
+    """Every synchronous activity inside ``translate_errors`` (the crash drill's pause is an interceptor of
+    its own, ``activities.crash_drill``, installed only for drills)."""
 
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
-        return _Inbound(next, self.chaos_pause)
+        return _Inbound(next)
 
 
 class _Inbound(ActivityInboundInterceptor):
-    def __init__(self, next: ActivityInboundInterceptor, chaos_pause: float) -> None:
-        super().__init__(next)
-        self._chaos_pause = chaos_pause
-
     async def execute_activity(self, input: ExecuteActivityInput) -> Any:
         if not inspect.iscoroutinefunction(input.fn):
-            input = dataclasses.replace(input, fn=at_the_boundary(input.fn, self._chaos_pause))
+            input = dataclasses.replace(input, fn=at_the_boundary(input.fn))
         return await self.next.execute_activity(input)

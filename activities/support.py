@@ -45,32 +45,21 @@ def keep_sensitive(*values: str) -> None:
         stack.enter_context(sensitive(*values))
 
 
-def translate_errors(fn: Callable[P, R], pause: float = 0.0) -> Callable[P, R]:
+def translate_errors(fn: Callable[P, R]) -> Callable[P, R]:
     """Map store errors to ``ApplicationError``s whose messages hold no raw id: known errors no retry can
     fix become non-retryable; any other error keeps its type (retryable) with registered raw ids masked and
-    without its cause chain, so nothing personal reaches Temporal history or the SDK's failure log.
-
-    ``pause`` (crash drills only, ``activities.boundary.StepBoundary``): seconds to pause at the start of
-    the activity and after each of its heartbeats (``beat``), so a kill lands inside a batched step or
-    between steps; zero in normal operation."""
+    without its cause chain, so nothing personal reaches Temporal history or the SDK's failure log."""
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         with contextlib.ExitStack() as stack:
-            _held.stack, _held.pause = stack, pause
+            _held.stack = stack
             try:
                 return _translated(fn, *args, **kwargs)
             finally:
-                _held.stack, _held.pause = None, 0.0
+                _held.stack = None
 
     return wrapper
-
-
-def _pause() -> None:
-    """The crash drill's pause of the current activity (``translate_errors``), if it has one."""
-    pause: float = getattr(_held, "pause", 0.0)
-    if pause:
-        time.sleep(pause)
 
 
 def _translated(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
@@ -81,7 +70,6 @@ def _translated(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         attempt=info.attempt,
         workflow=info.workflow_id,
     )
-    _pause()  # crash drills: let a kill land between steps too
     started = time.monotonic()
     try:
         result = fn(*args, **kwargs)
@@ -136,7 +124,6 @@ def heartbeat_details(default: dict[str, Any]) -> dict[str, Any]:
 
 def beat(**details: Any) -> None:
     activity.heartbeat(details)
-    _pause()
 
 
 class PlatformActivities:

@@ -30,6 +30,7 @@ from temporalio.worker import (
 
 from activities.approval_gate import ApprovalInterceptor
 from activities.boundary import StepBoundary
+from activities.crash_drill import CrashDrill
 from activities.expiry import ExpiryActivities
 from activities.fence import FenceActivities
 from activities.forget import ForgetActivities
@@ -131,10 +132,11 @@ def workflows() -> list[type]:
 
 def worker_interceptors(approvals: ApprovalStore, chaos_pause: float = 0.0) -> list[Interceptor]:
     """Every worker's interceptors, outermost first: the step boundary (error translation, log lines,
-    metrics, the crash-drill pause: ``activities.boundary``), the approval gate, the graceful shutdown; and
-    for workflows, foreign signals and updates dropped or refused instead of failing the task
-    (``workflows.foreign_payloads``)."""
-    return [StepBoundary(chaos_pause), ApprovalInterceptor(approvals), GracefulShutdown(), ForeignPayloads()]
+    metrics: ``activities.boundary``), the crash drill's pause only when ``chaos_pause`` is set
+    (``activities.crash_drill``), the approval gate, the graceful shutdown; and for workflows, foreign
+    signals and updates dropped or refused instead of failing the task (``workflows.foreign_payloads``)."""
+    drill: list[Interceptor] = [CrashDrill(chaos_pause)] if chaos_pause > 0 else []
+    return [StepBoundary(), *drill, ApprovalInterceptor(approvals), GracefulShutdown(), ForeignPayloads()]
 
 
 def build_worker(
@@ -148,7 +150,7 @@ def build_worker(
     chaos_pause: float = 0.0,
 ) -> Worker:
     """``deployment``: the Worker Deployment version to poll as (``workers.versioning``); ``None``: unversioned.
-    ``chaos_pause``: crash drills only (``activities.boundary.StepBoundary``)."""
+    ``chaos_pause``: crash drills only (``activities.crash_drill.CrashDrill``)."""
     objects = list(activities) or activity_objects(platform, signing_seed)
     return Worker(
         client,
