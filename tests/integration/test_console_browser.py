@@ -5,6 +5,8 @@ console, and Temporal UI behind the console's login with its codec endpoint. A r
 a request, an approver logs in (with the keyboard) and approves it, the page follows it to completion, the
 receipt shows its signature valid, and the erasure opened in Temporal UI through the console shows its
 decoded progress query (a step name and its state) while the same UI opened directly shows ciphertext.
+A request stranded at Temporal's port (its workflow terminated) is shown failed, with its reason, once the
+reconciler has run; the tokens page shows each token's role, expiry and last use, and rotates one.
 Screenshots of every page go to ``test-output/browser/``.
 
 Chromium comes from Debian's ``chromium`` package (``.ci/run`` installs it); without it this module skips
@@ -37,6 +39,7 @@ from workers.stack.parts import root_postgres_base
 from workers.stack.seeding.seeder import seed_platform, user_ids
 from workers.wiring import build_platform
 from workflows.contracts.erasure import workflow_id
+from workflows.contracts.reconcile import ReconcileResult
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [
@@ -352,3 +355,61 @@ def test_an_admin_mints_sees_expiry_and_last_use_and_rotates_a_token(full_stack:
     _shot(admin, "16-tokens-rotated")
     assert admin.request.get(f"{base}/api/me", headers={"Authorization": f"Bearer {token}"}).status == 401
     assert admin.request.get(f"{base}/api/me", headers={"Authorization": f"Bearer {replacement}"}).status == 200
+
+
+async def _strand(settings: Settings, request_id: str) -> ReconcileResult:
+    """What an outsider with Temporal's port did (terminate the pending erasure), then the reconciler's run."""
+    from workers.temporal_client import connect
+    from workflows.contracts.reconcile import RECONCILE_WORKFLOW, ReconcileInput
+
+    client = await connect(settings)
+    await client.get_workflow_handle(workflow_id(request_id)).terminate("an outsider with the frontend's port")
+    run = client.execute_workflow(
+        RECONCILE_WORKFLOW,
+        ReconcileInput(),
+        id=f"reconcile-browser-{secrets.token_hex(4)}",
+        task_queue=settings.task_queue,
+        result_type=ReconcileResult,
+        execution_timeout=timedelta(seconds=60),
+    )
+    return await asyncio.wait_for(run, 90)
+
+
+def test_a_stranded_request_is_shown_failed_with_its_reason(full_stack: Settings, browser: Any) -> None:
+    """Issue 40 item 4: a pending erasure whose workflow was terminated at Temporal's port is failed by the
+    reconciler with its reason; the request page, open on the approver's screen while it happens, follows it
+    to ``failed``, names the reason and offers no decision any more."""
+    from playwright.sync_api import expect
+
+    settings = full_stack
+    target = user_ids(1, 713, prefix="stranded")[0]
+    with build_platform(settings) as platform, ThreadPoolExecutor(1) as thread:
+        thread.submit(asyncio.run, seed_platform(platform, APP, [target], "small", 713)).result()
+
+    requester = _logged_in(browser, settings, "demo-requester", "/requests/new")
+    requester.get_by_label("App", exact=True).fill(APP)
+    requester.get_by_label(re.compile("^User id")).fill(target)
+    requester.get_by_label("Method").select_option("account_login")
+    requester.get_by_role("button", name="File request").click()
+    requester.wait_for_url(re.compile(r"/requests/er_\w+$"))
+    request_id = requester.url.rsplit("/", 1)[1]
+    expect(requester.locator("#state")).to_have_text("pending_approval", timeout=30_000)
+
+    approver = _logged_in(browser, settings, "demo-approver", f"/requests/{request_id}")
+    expect(approver.locator("#state")).to_have_text("pending_approval")
+    assert approver.get_by_role("button", name="Approve").count() == 1
+    assert approver.locator("#failure-reason").count() == 0
+
+    with ThreadPoolExecutor(1) as thread:  # Playwright holds this thread's loop
+        result = thread.submit(asyncio.run, _strand(settings, request_id)).result()
+    assert result.reasons.get(request_id) == "workflow_terminated", result
+
+    # the open page follows the request to its final state and reloads itself: failed, and why
+    expect(approver.locator("#state")).to_have_text("failed", timeout=30_000)
+    expect(approver.locator("#failure-reason")).to_have_text("workflow_terminated", timeout=30_000)
+    expect(approver.locator("dt", has_text="Why it failed")).to_be_visible()
+    expect(approver.locator("#failed-explained")).to_contain_text("closed in Temporal before the request finished")
+    expect(approver.locator("#failed-explained")).to_contain_text("filing for them starts a new request")
+    assert approver.get_by_role("button", name="Approve").count() == 0
+    assert approver.get_by_role("button", name="Deny").count() == 0
+    _shot(approver, "17-stranded-request-failed")
