@@ -28,11 +28,14 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     from console.wiring import build_console
     from workers.local_secrets import load_secrets
     from workers.temporal_client import connect
-    from workers.wiring import build_platform
+    from workers.wiring import build_platform, console_settings
+
+    settings = console_settings(settings)  # the console's own database login, not the owner's
 
     async def main() -> None:
         secrets = load_secrets(settings)
         with build_platform(settings, secrets) as platform:
+            check_login(settings)
             client = await connect(settings, secrets)
             console = build_console(settings, secrets, platform, client)
             app = create_app(console)
@@ -46,6 +49,34 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
 
     asyncio.run(main())
     return 0
+
+
+def check_login(settings: Settings) -> None:
+    """Before serving: refuse (in production) or warn (locally) when the console's login (``settings``' database
+    URL) could alter the audit log; a login that cannot connect is one line naming what to do (the URL is not
+    shown: it may hold a password)."""
+    import sys
+
+    import psycopg
+
+    from console.database_login import login_problem
+
+    try:
+        with psycopg.connect(settings.postgres_url, connect_timeout=10, autocommit=True) as conn:
+            problem = login_problem(conn)
+    except psycopg.ProgrammingError:  # libpq quotes a malformed URL whole in its message, password and all
+        raise ErasureCliError("the console's database URL is malformed (not shown: it may hold a password)") from None
+    except psycopg.OperationalError as exc:
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
+        raise ErasureCliError(
+            "the console cannot connect with its database login (ERASURE_CONSOLE_DATABASE_URL; locally "
+            f"'erasure stack up' creates erasure_console): {reason}"
+        ) from None
+    if problem is None:
+        return
+    if settings.production:
+        raise ErasureCliError(f"{problem}; grant erasure_console_rights to a login of its own (docs/operations.md)")
+    print(f"warning: {problem} (locally allowed; production refuses it)", file=sys.stderr)
 
 
 def serve_config(app: Any, host: str, settings: Settings) -> Any:

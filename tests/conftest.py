@@ -24,13 +24,14 @@ from temporalio.testing import WorkflowEnvironment
 
 from stores.operations.database import prepare_database
 from stores.platform import Platform
-from tests.console_harness import api, issuer  # noqa: F401 (the console fixtures, for every module)
+from tests.console_harness import api, console_platform, issuer  # noqa: F401 (the console fixtures, for every module)
 from tests.saga_harness import SagaHarness
 from tests.stack_fixture import make_test_settings
 from workers.codec import data_converter
 from workers.local_secrets import load_secrets
 from workers.settings import Settings
 from workers.stack import launcher
+from workers.stack.console_login import ensure_console_login
 from workers.stack.parts import (
     DEV_SERVER_SQLITE,
     CachePart,
@@ -81,6 +82,7 @@ def local_stack(stack_settings: Settings) -> Iterator[Settings]:
     try:
         launcher.up(stack_settings, echo=lambda _m: None, parts=parts)
         prepare_database(stack_settings.postgres_url)
+        ensure_console_login(stack_settings)  # the console's own login, as `erasure stack up` makes it
         launcher.ensure_buckets(stack_settings)
         yield stack_settings
     finally:

@@ -1,8 +1,9 @@
 """The compliance console under test: a local OIDC issuer, the app in process on the real stack, a browser.
 
-``api`` builds the console exactly as ``erasure serve`` does (``build_console``) on the session's stack, with
-a real local identity provider (``tests.oidc_issuer``); ``Browser`` is a cookie-keeping client that logs in
-through that provider with PKCE. Test modules import the fixtures by name.
+``api`` builds the console exactly as ``erasure serve`` does (``build_console`` on a platform connected as the
+console's own database login, ``console_platform``) on the session's stack, with a real local identity
+provider (``tests.oidc_issuer``); ``Browser`` is a cookie-keeping client that logs in through that provider
+with PKCE. Test modules import the fixtures by name.
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ from fastapi import FastAPI
 
 from console.app import create_app
 from console.wiring import build_console
+from stores.platform import Platform
 from tests.oidc_issuer import AUDIENCE, LocalIssuer
 from tests.saga_harness import SagaHarness
 from workers.local_secrets import load_secrets
+from workers.settings import Settings
+from workers.wiring import build_platform, console_settings
 
 APP = "console-app"
 
@@ -60,17 +64,30 @@ class Api:
             await asyncio.sleep(0.2)
 
 
+@pytest.fixture(scope="session")
+def console_platform(local_stack: Settings) -> Iterator[Platform]:
+    """The console's own store layer, connected as ``erasure serve`` connects: the console's login (a member of
+    erasure_console_rights), not the owner's the worker's platform (``saga.platform``) uses."""
+    platform = build_platform(console_settings(local_stack))
+    try:
+        yield platform
+    finally:
+        platform.close()
+
+
 @pytest_asyncio.fixture(loop_scope="session")
-async def api(saga: SagaHarness, issuer: LocalIssuer) -> AsyncIterator[Api]:
-    settings = saga.settings.model_copy(
-        update={
-            "oidc_issuer": issuer.url,
-            "oidc_audience": AUDIENCE,
-            "console_url": "http://127.0.0.1:8088",
-            "codec_allowed_origins": "https://cloud.temporal.io",
-        }
+async def api(saga: SagaHarness, issuer: LocalIssuer, console_platform: Platform) -> AsyncIterator[Api]:
+    settings = console_settings(
+        saga.settings.model_copy(
+            update={
+                "oidc_issuer": issuer.url,
+                "oidc_audience": AUDIENCE,
+                "console_url": "http://127.0.0.1:8088",
+                "codec_allowed_origins": "https://cloud.temporal.io",
+            }
+        )
     )
-    console = build_console(settings, load_secrets(settings), saga.platform, saga.client)
+    console = build_console(settings, load_secrets(settings), console_platform, saga.client)
     app = create_app(console)
     with saga.platform.pool.connection() as conn:  # each test's console starts with no calls counted
         conn.execute("DELETE FROM rate_limit_windows")

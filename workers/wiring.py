@@ -13,6 +13,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import replace
 
+from pydantic import SecretStr
+
 from stores.adapters.registry import AdapterRegistry
 from stores.infra.aws_clients import AwsEndpoints
 from stores.infra.outbound import parse_allowlist
@@ -86,6 +88,23 @@ def platform_config(settings: Settings, secrets: Secrets | None = None, **overri
     if overrides:
         config = replace(config, **overrides)  # type: ignore[arg-type]
     return config
+
+
+def console_settings(settings: Settings) -> Settings:
+    """The settings ``erasure serve`` runs with (issue 40): the console's own database login in place of the
+    owner's, so its pool, its readiness check and all it builds connect as a role that may read and append
+    the audit log and nothing else on it; migrations and the worker keep the owner's URL (the physical job's
+    VACUUM FULL, CHECKPOINT and WAL switch need it). In production a console without a login of its own
+    refuses to start; locally it falls back to the database URL's role (``erasure serve`` says so)."""
+    url = settings.console_login_url
+    if not url:
+        if settings.production:
+            raise ConfigError(
+                "ERASURE_CONSOLE_DATABASE_URL is not set (required by 'erasure serve' in production): the console "
+                "connects with a login of its own, granted erasure_console_rights (docs/operations.md)"
+            )
+        return settings
+    return settings.model_copy(update={"database_url": SecretStr(url), "database_url_file": ""})
 
 
 def build_registry(platform: Platform) -> AdapterRegistry:

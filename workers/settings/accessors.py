@@ -18,6 +18,10 @@ from workers.settings.stack import StackSettings
 from workers.settings.storage import StorageSettings
 from workers.settings.stores import PlatformStoreSettings
 
+#: the login the local stack creates for the console (``workers.stack.console_login``): a member of
+#: ``erasure_console_rights`` (migration 0052) and nothing else
+CONSOLE_LOGIN = "erasure_console"
+
 
 class Fields(
     ScheduleSettings,
@@ -122,7 +126,22 @@ class Accessors(Fields):
     def postgres_url(self) -> str:
         """The database URL, with ``sslmode`` and ``sslrootcert`` from their settings added as libpq URL
         parameters (so the pool, migrations and google-adk's engine all connect the same way)."""
-        url = self.database_url.get_secret_value() or f"postgresql://postgres@127.0.0.1:{self.pg_port}/postgres"
+        return self._with_tls(
+            self.database_url.get_secret_value() or f"postgresql://postgres@127.0.0.1:{self.pg_port}/postgres"
+        )
+
+    @property
+    def console_login_url(self) -> str:
+        """The console's own database login (ERASURE_CONSOLE_DATABASE_URL, without the TLS parameters
+        ``postgres_url`` adds); with the embedded Postgres and none given, the local stack's passwordless
+        ``CONSOLE_LOGIN`` on it (the embedded server trusts local users); otherwise empty: none is known."""
+        url = self.console_database_url.get_secret_value()
+        if url or not self.embedded_postgres:
+            return url
+        return f"postgresql://{CONSOLE_LOGIN}@127.0.0.1:{self.pg_port}/postgres"
+
+    def _with_tls(self, url: str) -> str:
+        """``url`` with the ``sslmode`` and ``sslrootcert`` settings added as libpq parameters."""
         params = {"sslmode": self.database_sslmode, "sslrootcert": self.database_sslrootcert}
         given = {k: v for k, v in params.items() if v}
         if not given:

@@ -93,7 +93,7 @@ class Checked(Accessors):
                 raise ValueError(f"{entry!r} is not an IP address or network (CIDR)") from None
         return value
 
-    @field_validator("database_url", mode="after")
+    @field_validator("database_url", "console_database_url", mode="after")
     @classmethod
     def _database_url(cls, value: SecretStr) -> SecretStr:
         plain = value.get_secret_value()

@@ -17,6 +17,7 @@ Port = Annotated[int, Field(ge=1, le=65535)]
 #: secret field -> the field naming a file that may hold it instead (``ERASURE_<SECRET>_FILE``)
 SECRET_FILES: dict[str, str] = {
     "database_url": "database_url_file",
+    "console_database_url": "console_database_url_file",
     "cache_url": "cache_url_file",
     "webhook_secret": "webhook_secret_file",
     "smtp_url": "smtp_url_file",

@@ -20,6 +20,14 @@ class StorageSettings(BaseModel):
         json_schema_extra=REQUIRED_IN_PRODUCTION,
     )
     database_url_file: str = Field(default="", description=file_help("database_url"))
+    console_database_url: SecretStr = Field(
+        default=SecretStr(""),
+        description="Postgres URL of the console's own login ('erasure serve'; a secret): a role granted "
+        "erasure_console_rights, which may read and append the audit log and nothing else on it. Migrations and "
+        "the worker use ERASURE_DATABASE_URL (the tables' owner). Empty: the local stack's erasure_console login "
+        "on the embedded Postgres; in production 'erasure serve' refuses to start without it.",
+    )
+    console_database_url_file: str = Field(default="", description=file_help("console_database_url"))
     database_sslmode: Literal["", "disable", "allow", "prefer", "require", "verify-ca", "verify-full"] = Field(
         default="",
         description="libpq sslmode added to the database URL (verify-full: TLS with the server's name checked). "

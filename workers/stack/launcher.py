@@ -17,7 +17,9 @@ from workers.errors import StackError
 from workers.kms_key import resolve_kms_key_id
 from workers.local_secrets import create_local_secrets
 from workers.settings import Settings
+from workers.settings.accessors import CONSOLE_LOGIN
 from workers.stack.app_parts import app_parts
+from workers.stack.console_login import ensure_console_login
 from workers.stack.parts import (
     Part,
     PartStatus,
@@ -73,9 +75,12 @@ async def _register_search_attributes(settings: Settings) -> None:
 
 
 def setup(settings: Settings, echo: Echo) -> None:
-    """Everything after the processes are healthy: migrations, buckets, key, search attributes."""
+    """Everything after the processes are healthy: migrations, the console's login, buckets, key, search
+    attributes."""
     applied = prepare_database(settings.postgres_url)
     echo(f"  migrations: {'applied ' + ', '.join(map(str, applied)) if applied else 'up to date'}")
+    if ensure_console_login(settings):
+        echo(f"  console login: {CONSOLE_LOGIN} (erasure_console_rights: the audit log read and appended only)")
     from workers.wiring import build_platform
 
     with build_platform(settings) as platform:
