@@ -5,9 +5,10 @@ never passed through Temporal), resuming from the cursor in the last heartbeat o
 A batched step reads the hold again after every batch's heartbeat: a hold placed while it runs stops it
 before its next batch, with the cursor it resumes from once the hold is released.
 ``sweep_stores_unless_held`` is the second sweep: every adapter of the plan again, side by side in plan
-order, for anything a late writer slipped past the fence. Both read the hold store right before their work, after
-everything else they look up, and do nothing while a hold exists: the result says ``held`` and the saga
-waits for the release, then runs the step again.
+order, for anything a late writer slipped past the fence; its counts name what the stores kept for held
+owners too (``derived_rows_held``: a summary of the subject's rows under a held user). Both read the hold
+store right before their work, after everything else they look up, and do nothing while a hold exists: the
+result says ``held`` and the saga waits for the release, then runs the step again.
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ class StoreStepActivities(PlatformActivities):
             return StepResult("sweep", held=True)
         deleted_in: set[str] = set()
         try:
-            found, _reported = sweep_all(self.adapters, subject, inp.stores, deleted_in)
+            found, reported = sweep_all(self.adapters, subject, inp.stores, deleted_in)
         except OwnerHeld:  # a store's gate found a hold placed since: the sweep runs again after the release
             mark_deleted(self.platform.pool, inp.request_id, deleted_in)
             return StepResult("sweep", held=True)
@@ -120,7 +121,9 @@ class StoreStepActivities(PlatformActivities):
         self.platform.requests.merge_record(inp.request_id, second_sweep=found)
         for store, n in found.items():
             count("erasure_late_writes_found", "late writes removed by sweeps", n, store=store, sweep="second")
-        return StepResult("sweep", found)
+        # the step's counts (progress, the receipt's steps) say what a hold kept, as an erase step's do; the
+        # record's ``second_sweep`` keeps the findings only
+        return StepResult("sweep", {**found, **reported})
 
     def held(self, subject_key: str) -> bool:
         """Whether a legal hold exists for the subject now (the hold store is the authority)."""
