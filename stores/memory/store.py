@@ -93,6 +93,9 @@ class FencedWrite:
     inserted: list[uuid.UUID]
     refused: int  # fenced, tombstoned, or already present (same id)
     reinforced: list[uuid.UUID] = field(default_factory=list)  # rows already held that the write re-observed
+    #: rows the write would have reinforced, kept as they are: their owner is under a legal hold (the
+    #: observation is written as its own row instead)
+    held: list[uuid.UUID] = field(default_factory=list)
 
 
 INSERT_COLUMNS = (
@@ -113,19 +116,23 @@ _INSERT_VALUES = _CASTS
 #: new observation's session (so erasing that session still finds it) and keeps the later of the two expiries;
 #: the new copy is not written. A re-statement with another purpose or retention, or of an expired row, is its
 #: own row (absorbed, its purpose and retention would be lost with the old row). Never a held owner's row:
-#: ``insert_fenced`` reads the owners' holds first and writes the observation as its own row instead.
-_REINFORCE = (
-    "UPDATE memories SET reinforced_at = greatest(coalesce(reinforced_at, created_at), %s::timestamptz), "
-    "confidence = greatest(confidence, %s::real), hits = hits + 1, "
-    "source_sessions = ARRAY(SELECT DISTINCT s FROM unnest(source_sessions || %s::text[]) AS s ORDER BY s), "
-    "expires_at = greatest(expires_at, %s::timestamptz) "
-    "WHERE subject_key = %s AND content_digest = %s AND state IN ('active', 'challenged') AND kind = %s "
+#: ``insert_fenced`` reads the owners' holds first and writes the observation as its own row instead (the row
+#: it would have reinforced found by the same match, ``_WOULD_REINFORCE``, and reported: ``FencedWrite.held``).
+_SAME_ROW = (
+    "subject_key = %s AND content_digest = %s AND state IN ('active', 'challenged') AND kind = %s "
     "AND purpose = %s AND retention_class = %s AND (expires_at IS NULL) = (%s::timestamptz IS NULL) "
     "AND (expires_at IS NULL OR expires_at > now()) "
     "AND id <> %s AND NOT EXISTS (SELECT 1 FROM user_tombstones WHERE subject_key = %s) "
     "AND NOT EXISTS (SELECT 1 FROM session_tombstones WHERE %s::text IS NOT NULL AND subject_key = %s "
-    "AND session_digest = %s) RETURNING id"
+    "AND session_digest = %s)"
 )
+_REINFORCE = (
+    "UPDATE memories SET reinforced_at = greatest(coalesce(reinforced_at, created_at), %s::timestamptz), "
+    "confidence = greatest(confidence, %s::real), hits = hits + 1, "
+    "source_sessions = ARRAY(SELECT DISTINCT s FROM unnest(source_sessions || %s::text[]) AS s ORDER BY s), "
+    f"expires_at = greatest(expires_at, %s::timestamptz) WHERE {_SAME_ROW} RETURNING id"
+)
+_WOULD_REINFORCE = f"SELECT id FROM memories WHERE {_SAME_ROW} ORDER BY id LIMIT 1"
 _FENCED_INSERT = (
     f"INSERT INTO memories ({INSERT_COLUMNS}) SELECT {_CASTS} "
     "WHERE NOT EXISTS (SELECT 1 FROM user_tombstones WHERE subject_key = %s) "
@@ -229,6 +236,7 @@ class MemoryStore(MemorySearch):
             return FencedWrite([], 0)
         inserted: list[uuid.UUID] = []
         reinforced: list[uuid.UUID] = []
+        kept: list[uuid.UUID] = []
         with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
             for sk in sorted({r[3] for r in rows}):
                 cur.execute("SELECT pg_advisory_xact_lock_shared(hashtextextended(%s, 0))", (fence_lock_key(sk),))
@@ -236,18 +244,25 @@ class MemoryStore(MemorySearch):
             held = held_subjects(conn, {r[3] for r in rows}) if reinforce else set()
             for r in rows:
                 digest = session_digest(self._secret, r[3], r[4]) if r[4] else None
-                if reinforce and not r[24] and not r[25] and r[3] not in held:  # a correction stays its own row
+                if reinforce and not r[24] and not r[25]:  # a correction stays its own row
                     sets = (r[13], r[20], r[7], r[16])  # reinforced_at, confidence, sessions, expiry
-                    same = (r[3], r[27], r[5], r[14], r[15], r[16], r[0])  # owner, words, kind, purpose, retention
-                    cur.execute(_REINFORCE, (*sets, *same, r[3], digest, r[3], digest))
-                    again = cur.fetchone()
-                    if again is not None:
-                        reinforced.append(again[0])
-                        continue
+                    # owner, words, kind, purpose, retention, expiry, id; the fences
+                    same = (r[3], r[27], r[5], r[14], r[15], r[16], r[0], r[3], digest, r[3], digest)
+                    if r[3] in held:  # the held owner's row stays as it is (said); the observation is written
+                        cur.execute(_WOULD_REINFORCE, same)
+                        found = cur.fetchone()
+                        if found is not None:
+                            kept.append(found[0])
+                    else:
+                        cur.execute(_REINFORCE, (*sets, *same))
+                        again = cur.fetchone()
+                        if again is not None:
+                            reinforced.append(again[0])
+                            continue
                 cur.execute(_FENCED_INSERT, (*r, r[3], digest, r[3], digest))
                 if cur.fetchone() is not None:
                     inserted.append(r[0])
-        return FencedWrite(inserted, len(rows) - len(inserted) - len(reinforced), reinforced)
+        return FencedWrite(inserted, len(rows) - len(inserted) - len(reinforced), reinforced, kept)
 
     @property
     def subject_secret(self) -> bytes:

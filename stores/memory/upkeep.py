@@ -7,13 +7,14 @@
   subject's rows derived from them): neither is preloaded as settled fact; the correction that supersedes
   one side restores exactly what the contradiction marked.
 - Every row about to change goes through ``partition_by_hold`` first: a held owner's rows are kept as they
-  are and counted (``counts["held"]``).
+  are and counted (``counts["held"]``), and so are the rows a duplicate write would have reinforced
+  (``FencedWrite.held``: the store writes the observation as its own row instead).
 - The per-user caps (records, tokens) are enforced on the live rows: the lowest blended score goes, never a
   pinned row and never a row past its retention (``memory_lifecycle.victims``): the expiry sweep forgets
   those through the forgetting path (tombstone, derived rows, receipt). Nothing is evicted while a legal
-  hold is active on the user, and the store checks the hold again in the deleting transaction. An evicted
-  row is deleted with its embedding; eviction is logged, counted and journalled. Eviction is not erasure:
-  it gives no guarantee about copies elsewhere.
+  hold is active on the user (the rows that would have gone are counted as held), and the store checks the
+  hold again in the deleting transaction. An evicted row is deleted with its embedding; eviction is logged,
+  counted and journalled. Eviction is not erasure: it gives no guarantee about copies elsewhere.
 
 Cost: one count by the subject key index per write, and the subject's rows only when a cap is exceeded.
 """
@@ -89,6 +90,9 @@ class MemoryUpkeep:
             self.counts[key] += n
 
     def after_write(self, subject: str, app_name: str, rows: Sequence[NewMemory], written: FencedWrite) -> None:
+        if written.held:  # rows a duplicate would have reinforced, kept as they were: their owner is held
+            self._count("held", len(written.held))
+            log.info("memory_reinforcement_held", subject_key=subject, rows=len(written.held))
         inserted = set(written.inserted)
         for row in rows:
             if row.id not in inserted:
@@ -136,11 +140,12 @@ class MemoryUpkeep:
         usage = self._states.usage(subject)
         if usage.records <= self.caps.max_records and usage.tokens <= self.caps.max_tokens:
             return []
-        if self._held is not None and self._held(subject):
-            log.info("memory_eviction_held", subject_key=subject, rows=usage.records)
-            return []
         chosen = victims(self._states.eviction_candidates(subject), self.caps, datetime.now(UTC))
         if not chosen:
+            return []
+        if self._held is not None and self._held(subject):  # kept, and said: the rows a hold kept are counted
+            self._count("held", len(chosen))
+            log.info("memory_eviction_held", subject_key=subject, rows=len(chosen))
             return []
         done = self._states.evict(subject, [i for i, _ in chosen])
         self._count("held", len(done.held))
