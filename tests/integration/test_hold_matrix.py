@@ -1,120 +1,131 @@
 """The hold matrix (issue 39): destructive entry points against every registered store, generated.
 
 The stores are the platform's registered adapters (``platform.adapters``: entry points), the entry points the
-list ``ENTRY_POINTS`` below; a new adapter or a new entry point appears in the matrix with no new test. For
-each pair, a user with data in every store is put on hold, the entry point runs, and each store's
-fingerprint of the user stays byte-identical, and the entry point's result says ``held``. Each entry point is
-also run once without the hold on the same kind of data, and must change something there: the matrix cannot
-pass because an entry point does nothing at all.
+table ``ENTRY_POINTS`` (``tests/integration/hold_matrix_entries.py``: erasure, sweeps, replays, forgetting at
+each strength, expiry, eviction, decay, reinforcement, supersession, contradiction, idle-session retirement,
+the physical job); a new adapter or a new entry point appears in the matrix with no new test. Each entry
+point is run with a held user in each role it can reach:
 
-The other columns of the hold promise, data of a held *owner* reached through another user's erasure, have
-their own tests per store: a derived summary (``test_trust_two``), a log line that mentions the subject
-(``test_trust_three``), the replays after a restore (``test_replay_holds``).
+- **subject**: a user with data in every store is put on hold, the entry point runs on them, and each store's
+  fingerprint of the user stays byte-identical (a path that writes a row of the owner, a correction or a
+  re-statement, may add that row: every row held before stays byte-identical), and the entry point's result
+  counts it as held. The same entry point is then run on an unheld control with the same kind of data and
+  must change it there: the matrix cannot pass because an entry point does nothing at all.
+- **derived owner**: where the path follows provenance to rows derived from the subject's (memory summaries),
+  a summary drawn from the subject's rows is filed under a held owner and an identical one under an unheld
+  owner; one run on the (unheld) subject keeps the held owner's byte-identical, counted as held, and changes
+  the unheld owner's.
+
+The other holders of a subject's data kept by a hold, a log line another user wrote that mentions the
+subject and the replays after a real restore, have their own tests (``test_trust_three``,
+``test_replay_holds``).
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
-from typing import Any
+import re
+import uuid
 
 import pytest
-from temporalio.testing import ActivityEnvironment
 
-from activities.late_sweep import LateSweepActivities
-from activities.store_steps import StoreStepActivities
-from stores.adapters.interface import Subject
-from stores.ledgers.tombstone_journal import JournalEntry
-from stores.operations.restore import replay_entry
-from stores.operations.session_retirement import retire_idle_sessions
 from stores.platform import Platform
+from stores.privacy.identity import subject_key
 from tests.adapter_wrap import open_request
+from tests.integration.hold_matrix_entries import ENTRY_POINTS, Role, Target, fingerprints
 from tests.saga_harness import SagaHarness
 from workers.stack.seeding.seeder import user_ids
-from workflows.contracts.erasure import StoreStepInput, SweepStoresInput, SweepSubjectInput
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
 APP = "hold-matrix"
+#: every (entry point, role) pair the table names: the matrix's cells
+CELLS: list[tuple[str, Role]] = [(name, role) for name in sorted(ENTRY_POINTS) for role in ENTRY_POINTS[name].roles]
+HOLDER = "counsel@x.example"
+#: the store whose rows are derived from other users' rows (summaries): the derived owner's column
+DERIVED_STORE = "memory"
 
 
-def fingerprints(platform: Platform, app: str, user: str) -> dict[str, Any]:
-    """Every registered store's fingerprint of the user (the stores the matrix is generated from)."""
-    return {name: platform.adapters.get(name).fingerprint(app, user) for name in platform.adapters.names}
+def _cell(entry: str, role: Role) -> tuple[str, int]:
+    """The cell's own app (nothing of another cell's data is in it) and its users' seed."""
+    app = re.sub(r"[^a-z0-9]+", "-", f"{APP} {entry} {role}").strip("-")
+    return app, 3950 + 3 * CELLS.index((entry, role))
 
 
-async def _erase_steps(platform: Platform, subject: Subject) -> bool:
-    """The saga's erase step of every store in the plan; whether every one of them ended ``held``."""
-    steps, env = StoreStepActivities(platform), ActivityEnvironment()
-    held = []
-    for name in [p.name for p in platform.adapters.plan]:
-        inp = StoreStepInput(subject.request_id, subject.subject_key, subject.app_name, name)
-        held.append((await asyncio.to_thread(env.run, steps.erase_store_unless_held, inp)).held)
-    return all(held)
+def changed_stores(
+    before: dict[str, dict[str, object]], after: dict[str, dict[str, object]], writes: bool
+) -> list[str]:
+    """The stores where something the user held before is not byte-identical now. With ``writes`` (the path
+    writes a row of the owner), a store's per-row digests (``memory_rows``) must still hold every row held
+    before, unchanged; its other digests (whole-table, counts) then move with the new row."""
+    changed = []
+    for name, was in before.items():
+        now = after[name]
+        if was == now:
+            continue
+        rows = was.get("memory_rows")
+        if writes and isinstance(rows, dict):
+            kept = now.get("memory_rows")
+            if isinstance(kept, dict) and all(kept.get(i) == d for i, d in rows.items()):
+                continue
+        changed.append(name)
+    return changed
 
 
-async def _second_sweep(platform: Platform, subject: Subject) -> bool:
-    steps, env = StoreStepActivities(platform), ActivityEnvironment()
-    inp = SweepStoresInput(
-        subject.request_id, subject.subject_key, subject.app_name, [p.name for p in platform.adapters.plan]
-    )
-    return (await asyncio.to_thread(env.run, steps.sweep_stores_unless_held, inp)).held
+def _summary(platform: Platform, app: str, owner: str, target: Target) -> str:
+    """A summary of the target rows filed under ``owner`` (the summariser's own path)."""
+    made = platform.memory_store.summarise(app, owner, [uuid.UUID(i) for i in target.memory_ids])
+    assert made is not None
+    return str(made)
 
 
-async def _scheduled_sweep(platform: Platform, subject: Subject) -> bool:
-    """The scheduled late-writer sweep of a subject erased (by the ledger) after every row seeded."""
-    later = datetime.now(UTC) + timedelta(minutes=5)
-    platform.ledger.record_erasure(subject.request_id, subject.subject_key, subject.app_name, later, later)
-    sweep, env = LateSweepActivities(platform), ActivityEnvironment()
-    return (await asyncio.to_thread(env.run, sweep.sweep_subject, SweepSubjectInput(subject.request_id))).held
-
-
-async def _restore_replay(platform: Platform, subject: Subject) -> bool:
-    """``erasure replay-tombstones`` for one journal entry: a subject erased (by the journal) after every row
-    seeded, as a restored backup brings them back."""
-    later = (datetime.now(UTC) + timedelta(minutes=5)).isoformat()
-    entry = JournalEntry(subject.request_id, subject.subject_key, subject.app_name, later, later)
-    counts = await asyncio.to_thread(replay_entry, platform, entry)
-    return bool(counts.get("subjects_held"))
-
-
-async def _idle_retirement(platform: Platform, subject: Subject) -> bool:
-    """Idle-session retirement of the app (every session idle for more than a millisecond)."""
-    counts = await retire_idle_sessions(platform, subject.app_name, timedelta(milliseconds=1))
-    return counts.held > 0
-
-
-ENTRY_POINTS: dict[str, Callable[[Platform, Subject], Awaitable[bool]]] = {
-    "erase step": _erase_steps,
-    "second sweep": _second_sweep,
-    "scheduled sweep": _scheduled_sweep,
-    "restore replay": _restore_replay,
-    "idle-session retirement": _idle_retirement,
-}
-
-
-@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
+@pytest.mark.parametrize("entry", [name for name, role in CELLS if role == "subject"])
 async def test_a_held_subjects_data_stays_in_every_store(saga: SagaHarness, entry: str) -> None:
-    platform = saga.platform
-    app = f"{APP}-{'-'.join(entry.split())}"
-    held_user, control = user_ids(2, 3950 + 2 * sorted(ENTRY_POINTS).index(entry), prefix="matrix")
+    point, platform = ENTRY_POINTS[entry], saga.platform
+    app, seed = _cell(entry, "subject")
+    held_user, control = user_ids(2, seed, prefix="matrix")
     await saga.seed(app, [held_user, control])
+    subject = point.prepare(platform, open_request(platform, app, held_user))
+    unheld = point.prepare(platform, open_request(platform, app, control))
 
-    subject = open_request(platform, app, held_user)
-    unheld = open_request(platform, app, control)
-    was = fingerprints(platform, app, control)  # before any run: an app-wide entry point reaches it at once
+    was = await point.observe(saga, unheld)  # before any run: an app-wide entry point reaches it at once
     before = fingerprints(platform, app, held_user)
-    assert platform.requests.place_hold(subject.subject_key, app, "matrix hold", "counsel@x.example")
+    assert platform.requests.place_hold(subject.subject.subject_key, app, "matrix hold", HOLDER)
     try:
-        assert await ENTRY_POINTS[entry](platform, subject), f"{entry}: the result does not say held"
+        held = await point.run(saga, subject)
     finally:
-        platform.requests.release_hold(subject.subject_key, "matrix done", "counsel@x.example")
-    after = fingerprints(platform, app, held_user)
-    changed = sorted(name for name in before if before[name] != after[name])
+        platform.requests.release_hold(subject.subject.subject_key, "matrix done", HOLDER)
+    changed = changed_stores(before, fingerprints(platform, app, held_user), point.writes)
     assert not changed, f"{entry} changed a held subject's data in: {', '.join(changed)}"
+    if point.holds:
+        assert held > 0, f"{entry}: the result does not say held"
 
     # not vacuous: the same entry point, no hold, changes the same kind of data of an unheld user
-    assert not await ENTRY_POINTS[entry](platform, unheld)
-    now = fingerprints(platform, app, control)
-    assert any(was[name] != now[name] for name in was), f"{entry} changed nothing even without a hold"
+    assert not await point.run(saga, unheld), f"{entry} counted an unheld user as held"
+    assert await point.observe(saga, unheld) != was, f"{entry} changed nothing even without a hold"
+
+
+@pytest.mark.parametrize("entry", [name for name, role in CELLS if role == "derived owner"])
+async def test_a_held_owners_derived_row_stays(saga: SagaHarness, entry: str) -> None:
+    point, platform = ENTRY_POINTS[entry], saga.platform
+    app, seed = _cell(entry, "derived owner")
+    subject_user, held_owner, other_owner = user_ids(3, seed, prefix="matrix")
+    await saga.seed(app, [subject_user])
+    target = point.prepare(platform, open_request(platform, app, subject_user))
+    kept = _summary(platform, app, held_owner, target)
+    other = _summary(platform, app, other_owner, target)
+
+    was = fingerprints(platform, app, other_owner)
+    before = fingerprints(platform, app, held_owner)
+    assert before[DERIVED_STORE]["memory_rows"].keys() == {kept}  # the held owner holds that summary only
+    held_key = subject_key(platform.config.subject_secret, app, held_owner)
+    assert platform.requests.place_hold(held_key, app, "matrix hold", HOLDER)
+    try:
+        held = await point.run(saga, target)
+    finally:
+        platform.requests.release_hold(held_key, "matrix done", HOLDER)
+    changed = changed_stores(before, fingerprints(platform, app, held_owner), writes=False)
+    assert not changed, f"{entry} changed a held owner's derived row in: {', '.join(changed)}"
+    assert held > 0, f"{entry}: the result does not count the held owner's derived row as held"
+    # not vacuous: the same run changed the same summary filed under an unheld owner
+    assert was[DERIVED_STORE]["memory_rows"].keys() == {other}
+    assert fingerprints(platform, app, other_owner) != was, f"{entry} left the unheld owner's summary as it was"
