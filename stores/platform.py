@@ -171,7 +171,7 @@ class Platform:
         """The ADK artifact service (needs google-adk; the worker never uses it)."""
         from stores.artifacts.service import S3ArtifactService
 
-        return S3ArtifactService(self.s3, self.config.artifact_bucket, self.keys, self.config.subject_secret)
+        return S3ArtifactService(self.s3, self.config.artifact_bucket, self.keys, self.config.subject_secret, self.pool)
 
     @cached_property
     def artifacts(self) -> ArtifactEraser:

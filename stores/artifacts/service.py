@@ -4,6 +4,11 @@ The key layout is ``stores.artifacts.bucket``'s; the erase adapter there removes
 caller's ``custom_metadata`` is sealed too (``sealed:v1:`` + base64, bound to the object key): S3 keeps
 metadata in the object store's own database (SeaweedFS's filer store), where no deletion of the object's
 bytes reaches. Filenames are part of the object key and stay readable (they are how versions are listed).
+
+``delete_artifact`` (the user's own agent deleting its own artifact) is gated on the owner
+(``stores.ledgers.owner_holds.gated``): the versions go while the owner's hold lock is held shared in a
+transaction that read the owner's hold; under a legal hold the delete is refused with ``OwnerHeld`` ("under a
+legal hold: nothing was changed"), which the agent's tool call sees, and every version stays.
 """
 
 from __future__ import annotations
@@ -19,11 +24,13 @@ from google.adk.artifacts.base_artifact_service import ArtifactVersion, BaseArti
 from google.genai import types
 
 from stores.artifacts.bucket import artifact_prefix, session_prefix, user_scope_prefix
+from stores.ledgers.owner_holds import gated
 from stores.privacy.identity import subject_key
 from stores.privacy.keys import DataKeyStore
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
+    from psycopg_pool import ConnectionPool
 
 SEALED_CUSTOM = "sealed:v1:"
 CUSTOM_CONTEXT = "/custom-metadata"
@@ -32,8 +39,11 @@ CUSTOM_CONTEXT = "/custom-metadata"
 class S3ArtifactService(BaseArtifactService):
     """ADK artifact service on S3, encrypting each blob with the owner's data key."""
 
-    def __init__(self, s3: S3Client, bucket: str, keys: DataKeyStore, subject_secret: bytes) -> None:
+    def __init__(
+        self, s3: S3Client, bucket: str, keys: DataKeyStore, subject_secret: bytes, pool: ConnectionPool
+    ) -> None:
         self._s3 = s3
+        self._pool = pool  # the hold store: a delete reads the owner's hold
         self._bucket = bucket
         self._keys = keys
         self._secret = subject_secret
@@ -124,9 +134,11 @@ class S3ArtifactService(BaseArtifactService):
         return sorted(names)
 
     def _delete(self, app: str, user: str, filename: str, session: str | None) -> None:
-        prefix = artifact_prefix(app, self._sk(app, user), filename, session)
-        for version in self._versions(prefix):
-            self._s3.delete_object(Bucket=self._bucket, Key=f"{prefix}{version}")
+        sk = self._sk(app, user)
+        prefix = artifact_prefix(app, sk, filename, session)
+        with gated(self._pool, [sk]):  # ``OwnerHeld`` before any version goes when the owner is held
+            for version in self._versions(prefix):
+                self._s3.delete_object(Bucket=self._bucket, Key=f"{prefix}{version}")
 
     def _version_info(self, app: str, user: str, filename: str, session: str | None) -> list[ArtifactVersion]:
         prefix = artifact_prefix(app, self._sk(app, user), filename, session)

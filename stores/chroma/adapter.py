@@ -15,6 +15,11 @@ by the tombstone's spans or whole texts, or derived from one of those within the
 for a session erasure the items of that session alone, go; an item whose ``sessions`` also names a kept
 session stays and loses the erased one. Anything changed, the database is rebuilt from what stays (a
 per-item ``delete`` is soft), under the same rotation key.
+
+Every removal is gated on the database's owner, the subject its directory is named after
+(``stores.ledgers.owner_holds.gated``, in ``_replace``): the directory goes, and a rebuild writes what stays,
+while the owner's hold lock is held shared in a transaction that read the owner's hold; a hold (``OwnerHeld``)
+stops it before anything is removed, and the erase, the sweep or the forget ends ``held``.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -31,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from stores.adapters.interface import Beat, Bound, DataClaims, Disposition, ForgetScope, Remaining, Subject, Swept
 from stores.chroma.collection import COLLECTION, ROTATION_KEY, shared_memory
 from stores.infra.errors import DataKeyShredded
+from stores.ledgers.owner_holds import gated
 from stores.privacy.identity import subject_key
 
 if TYPE_CHECKING:
@@ -80,6 +86,7 @@ class ChromaMemoryAdapter:
 
     def __init__(self, context: StoreContext) -> None:
         self.store: ChromaMemory = shared_memory(context)  # AdapterNotConfigured when the platform has none
+        self.pool = context.pool  # the hold store: every removal reads the owner's hold (``_replace``)
         self.requests, self.secret = context.requests, context.subject_secret
         self.reads = ChromaReads(self.store.path)
 
@@ -101,14 +108,30 @@ class ChromaMemoryAdapter:
 
     def _drop(self, subject: Subject, beat: Beat | None) -> int:
         """Remove the subject's database directory; the memories it held."""
-        directory = self.store.directory(subject.subject_key)
         items = self.store.count(subject.subject_key)
         if beat:
             beat({"dropped": items})  # a retry that finds the directory gone reports this count
-        with self.store.lock(subject.subject_key):
-            if directory.exists():
-                shutil.rmtree(directory)
+        self._replace(subject.subject_key)
         return items
+
+    def _replace(self, sk: str, kept: Sequence[tuple[Any, ...]] = (), rotation_key: str | None = None) -> None:
+        """The store's one gated change: the subject's database directory removed, then rebuilt from ``kept``
+        (id, vector, document, metadata) when anything stays, all under the owner's hold gate (``OwnerHeld``
+        before anything goes when the subject is held; a hold being placed waits for the rebuild)."""
+        directory = self.store.directory(sk)
+        with gated(self.pool, [sk]):
+            with self.store.lock(sk):
+                if directory.exists():
+                    shutil.rmtree(directory)
+            if kept:  # rebuilt from what stays: a per-item delete leaves vectors and documents in the files
+                with self.store.opened(sk, create=True, rotation_key=rotation_key) as again:
+                    assert again is not None
+                    again.add(
+                        ids=[k[0] for k in kept],
+                        embeddings=[k[1] for k in kept],
+                        documents=[k[2] for k in kept],
+                        metadatas=[k[3] for k in kept],
+                    )
 
     def erase(self, subject: Subject, cursor: Mapping[str, Any], beat: Beat) -> dict[str, int]:
         self._record(subject)
@@ -136,16 +159,9 @@ class ChromaMemoryAdapter:
             kept = col.get(where={"created_at": {"$gte": cutoff}}, include=["embeddings", "documents", "metadatas"])
         if not old:
             return Swept({"chroma_memories": 0})
-        self._drop(subject, None)
-        if kept["ids"]:  # rebuilt from what was written after the erasure: a per-item delete is soft
-            with self.store.opened(subject.subject_key, create=True, rotation_key=rotation_key) as again:
-                assert again is not None
-                again.add(
-                    ids=kept["ids"],
-                    embeddings=kept["embeddings"],
-                    documents=kept["documents"],
-                    metadatas=kept["metadatas"],
-                )
+        # rebuilt from what was written after the erasure: a per-item delete is soft
+        after = list(zip(kept["ids"], kept["embeddings"], kept["documents"], kept["metadatas"], strict=True))
+        self._replace(subject.subject_key, after, rotation_key)
         return Swept({"chroma_memories": len(old)})
 
     def _text(self, item: str, document: str) -> str:
@@ -195,16 +211,7 @@ class ChromaMemoryAdapter:
             return {"chroma_memories": 0, "chroma_detached": 0}
         beat({"chroma_forgetting": len(going)})
         kept = [(i, v, d, detached.get(i, m)) for i, v, d, m in items if i not in going]
-        self._drop(Subject(scope.request_id, sk, scope.app_name), None)
-        if kept:  # rebuilt from what stays: a per-item delete leaves vectors and documents in the files
-            with self.store.opened(sk, create=True, rotation_key=rotation_key) as again:
-                assert again is not None
-                again.add(
-                    ids=[k[0] for k in kept],
-                    embeddings=[k[1] for k in kept],
-                    documents=[k[2] for k in kept],
-                    metadatas=[k[3] for k in kept],
-                )
+        self._replace(sk, kept, rotation_key)
         return {"chroma_memories": len(going), "chroma_detached": len(detached)}
 
     def items_left(self, scope: ForgetScope) -> int:

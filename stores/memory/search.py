@@ -6,6 +6,10 @@ be largely reconstructed from one); for ranking, it is also kept rotated by the 
 (cost follows the user's rows: one indexed read of them). Rows written before rotated embeddings existed are
 ranked in process from their sealed (or plain) embedding.
 
+Recall counts a hit and the access time of each row it returns (eviction's frequency and recency): a change
+of the owner's rows, so it is gated like any other (``stores.ledgers.owner_holds.held_subjects`` in the
+transaction that counts them). A held owner's rows are returned as ever, and their counters do not move.
+
 ``MemorySearch`` is the reading half of ``stores.memory.store.MemoryStore``, which sets its pool, keys, secret
 and embedder.
 """
@@ -23,6 +27,7 @@ from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
 from stores.infra.errors import DataKeyShredded
+from stores.ledgers.owner_holds import held_subjects
 from stores.memory.lifecycle_rules import SEARCH_THRESHOLD
 from stores.privacy.embedding import Embedder, vector_literal
 from stores.privacy.identity import subject_key
@@ -124,8 +129,11 @@ class MemorySearch:
         # keys opened with the connection given back (a data key's read takes one of its own)
         queries = self._rotated_queries(key_ids, query_vec)
         ranked = self._nearest(legacy, query_vec, limit) if legacy else []
-        with self._pool.connection() as conn:
-            nearest = self._rotated_nearest(conn, queries, where, params, limit, not everything and not legacy)
+        with self._pool.connection() as conn, conn.transaction():
+            # the owner's hold read under its hold lock, in the transaction that counts the hits: a held
+            # owner's counters never move (the rows searched are all filed under ``subject``, their owner)
+            counting = not everything and not held_subjects(conn, [subject])
+            nearest = self._rotated_nearest(conn, queries, where, params, limit, counting and not legacy)
             if legacy:  # rows of both kinds: the merged ranking's rows read (and their hits counted) apart
                 ranked = sorted([*ranked, *((d, r[0]) for d, *r in nearest)], key=lambda r: (r[0], str(r[1])))
                 chosen = [row_id for _d, row_id in ranked[:limit]]
@@ -134,7 +142,7 @@ class MemorySearch:
                     "WHERE id = ANY(%s)",
                     (chosen,),
                 ).fetchall()
-                if found and not everything:
+                if found and counting:
                     conn.execute(
                         "UPDATE memories SET hits = hits + 1, last_accessed_at = now() WHERE id = ANY(%s)",
                         ([r[0] for r in found],),

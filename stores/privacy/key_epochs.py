@@ -24,6 +24,14 @@ earliest ``retention`` after its retirement (``Epoch.deletable_from``).
 After a rotation the job rewrites ``data_keys`` (``VACUUM FULL``: the live files drop the dead tuples that
 held old wrapped keys at once) and switches the WAL (``pg_switch_wal()`` then ``CHECKPOINT``: the segments
 that held them become removable), where the database allows it (``compact``).
+
+Holds: the re-wrap goes through the gate (``stores.infra.hold_gate.held_subjects``) in the transaction
+that writes a page, so it serialises with a hold being placed on any of the page's owners (a hold placed
+meanwhile waits for the page). It re-wraps a held owner's key all the same and counts it (``RewrapPage.held``):
+a re-wrap preserves (the data key, and so every copy it opens, is the same; only the wrapping changes), and
+an epoch still holding a held owner's key could never retire nor its KMS key be deleted, so no shredded key's
+copies wrapped under it would ever become unwrappable. It never touches an erased subject's key: a shredded
+key's id is skipped, and the compare-and-set leaves a key shredded meanwhile shredded.
 """
 
 from __future__ import annotations
@@ -38,6 +46,8 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from botocore.exceptions import ClientError
 from psycopg_pool import ConnectionPool
+
+from stores.infra.hold_gate import held_subjects
 
 if TYPE_CHECKING:
     from mypy_boto3_kms import KMSClient
@@ -91,6 +101,7 @@ class RewrapPage:
     gone: int  # shredded (or re-wrapped by another run) between the read and the write: left alone
     last_key_id: str  # keyset cursor ('' when the page was empty)
     skipped: int = 0  # rows carrying a shredded key's id (``shredded_keys``: an erased subject's): never re-wrapped
+    held: int = 0  # of ``rewrapped``, keys of owners under a legal hold (re-wrapped: preservation, see the module)
 
 
 _COLUMNS = "epoch, kms_key_id, managed, created_at, retired_at, deletion_scheduled_at"
@@ -196,7 +207,7 @@ class KeyEpochs:
         with self._pool.connection() as conn:
             page = conn.execute(
                 "SELECT key_id, wrapped_key, kms_key_id, "
-                "EXISTS (SELECT 1 FROM shredded_keys s WHERE s.key_id = data_keys.key_id) "
+                "EXISTS (SELECT 1 FROM shredded_keys s WHERE s.key_id = data_keys.key_id), subject_key "
                 f"FROM data_keys WHERE {sql} AND key_id > %(after)s ORDER BY key_id LIMIT %(limit)s",
                 {**params, "after": after, "limit": limit},
             ).fetchall()
@@ -215,14 +226,17 @@ class KeyEpochs:
 
         with ThreadPoolExecutor(max_workers=self._threads) as pool:
             rewrapped = list(pool.map(one, rows))
-        with self._pool.connection() as conn:
+        with self._pool.connection() as conn, conn.transaction():
+            # the owners' hold locks taken and their holds read (the gate): a hold being placed waits for the page
+            held = held_subjects(conn, {str(r[4]) for r in rows})
             done = conn.execute(
                 "UPDATE data_keys d SET wrapped_key = given.new, kms_key_id = %s, epoch = %s "
                 "FROM unnest(%s::uuid[], %s::bytea[], %s::bytea[]) AS given(key_id, old, new) "
-                "WHERE d.key_id = given.key_id AND d.wrapped_key = given.old RETURNING d.key_id",
+                "WHERE d.key_id = given.key_id AND d.wrapped_key = given.old RETURNING d.key_id, d.subject_key",
                 (target.kms_key_id, target.epoch, [r[0] for r in rows], [bytes(r[1]) for r in rows], rewrapped),
             ).fetchall()
-        return RewrapPage(len(done), len(rows) - len(done), last, skipped)
+        kept = sum(1 for _key, owner in done if owner in held)
+        return RewrapPage(len(done), len(rows) - len(done), last, skipped, kept)
 
     def retire(self, epoch: int) -> Epoch | None:
         """Mark an old epoch retired once no live data key uses it (``None`` while some still does). The

@@ -33,6 +33,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from psycopg_pool import ConnectionPool
 
 from stores.infra.errors import DataKeyShredded
+from stores.infra.hold_gate import refuse_if_held
 from stores.privacy.crypto import DataKey, key_id_of, open_sealed, open_with, seal
 from stores.privacy.key_epochs import EpochPolicy, KeyEpochs
 
@@ -272,18 +273,24 @@ class DataKeyStore:
         the KMS keys marked in ``subject_kms_keys``, one transaction) only once KMS accepted it or
         reports the key already pending deletion or gone. A failed KMS call leaves the rows in place, so
         a retry finds them and calls KMS again; deleting the rows first would leave nothing to retry from.
+
+        The store's one gated change of keys: all of it runs in one transaction that first reads the subject's
+        legal hold under the subject's hold lock (``refuse_if_held``): a held subject's keys are never shredded
+        (``OwnerHeld``, nothing changed, no KMS call), whenever the hold landed before the shred reached it.
         """
-        with self._pool.connection() as conn:
+        with self._pool.connection() as conn, conn.transaction():
+            # the subject's hold, read under its hold lock before anything goes (``OwnerHeld``): a hold placed
+            # while the shred runs waits for it, one placed before (even after the step began) stops it
+            refuse_if_held(conn, [subject_key])
             rows = conn.execute(
                 "SELECT key_id, kms_key_id FROM data_keys d WHERE subject_key = %s "
                 "AND (%s::timestamptz IS NULL OR created_at < %s "
                 "OR EXISTS (SELECT 1 FROM shredded_keys s WHERE s.key_id = d.key_id))",
                 (subject_key, created_before, created_before),
             ).fetchall()
-        kms_keys = sorted({r[1] for r in rows if r[1] != self._kms_key_id}) if self._per_user else []
-        for kms_key in kms_keys:
-            self._schedule_deletion(kms_key)
-        with self._pool.connection() as conn, conn.transaction():
+            kms_keys = sorted({r[1] for r in rows if r[1] != self._kms_key_id}) if self._per_user else []
+            for kms_key in kms_keys:  # a failed call rolls the transaction back: the rows stay for the retry
+                self._schedule_deletion(kms_key)
             if kms_keys:
                 conn.execute(
                     "INSERT INTO subject_kms_keys (subject_key, kms_key_id, deletion_scheduled_at) "

@@ -15,6 +15,10 @@ before the erasure and the unlisted ones sealed under no live key (the saga's ow
 ``forget_items`` (item forgetting and session erasure): the subject's entries, through the index, whose
 prompt or response (or both together) the forget's tombstone covers (a forgotten span, an erased session's
 whole text) are unlinked with their index members; cost follows the subject's entries.
+
+Every delete goes through the cache's one gated delete (``ResponseCache.remove``): a batch goes while the
+subject's hold lock is held shared in a transaction that read the subject's hold, and a hold (``OwnerHeld``)
+stops the erase, the sweep or the forget before the batch (the step ends ``held``).
 """
 
 from __future__ import annotations
@@ -173,11 +177,7 @@ class ResponseCacheAdapter:
                 if any(scope.covers(None, t) for t in (prompt, response, f"{prompt} {response}")):
                     covered.append((key, digest))
             if covered:
-                pipe = client.pipeline(transaction=True)
-                pipe.unlink(*(k for k, _d in covered))
-                pipe.zrem(index, *(d for _k, d in covered))
-                pipe.execute()
-                removed += len(covered)
+                removed += self.cache.remove(app, sk, [k for k, _d in covered], [d for _k, d in covered])
                 beat({"cache_forgetting": removed})
         return {"cached_responses": removed}
 

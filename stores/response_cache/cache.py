@@ -25,6 +25,13 @@ finds it without the index (``unindexed``, ``erase_unindexed``). The erase, the 
 look there too, after the index (issue 39). That walks the keyspace (no bounded lookup by key prefix exists
 on a Redis-protocol server; a cluster hash tag would bound it to one slot): the one place where the cost
 follows the cache's size, paid once per erasure, per sweep and per check.
+
+Every delete of a subject's entries is gated on the subject, their owner (``stores.ledgers.owner_holds.gated``):
+each batch's ``UNLINK`` runs while the owner's hold lock is held shared in a transaction that read the owner's
+hold, so a hold placed while an erase runs stops it before its next batch (``OwnerHeld``: that batch changed
+nothing) and one being placed waits for the batch under way. The cache's own expiry is the server's TTL on
+each key: no code of ours runs there, so no gate can, and a held owner's entries still expire at their TTL
+(keeping them would take the hold itself removing their TTL when it is placed: not done).
 """
 
 from __future__ import annotations
@@ -34,17 +41,20 @@ import hmac
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import valkey
 
 from stores.infra.errors import CiphertextInvalid
+from stores.ledgers.owner_holds import OwnerHeld, gated
 from stores.privacy.crypto import key_id_of
 from stores.privacy.identity import derived_key, key_part, subject_key, validate_subject_key
 
 if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
+
     from stores.adapters.context import StoreContext
     from stores.ledgers.tombstones import TombstoneLedger
     from stores.privacy.keys import DataKeyStore
@@ -77,8 +87,11 @@ class CachedResponse:
 
 
 class ResponseCache:
-    def __init__(self, client: Any, keys: DataKeyStore, ledger: TombstoneLedger, secret: bytes) -> None:
+    def __init__(
+        self, client: Any, keys: DataKeyStore, ledger: TombstoneLedger, secret: bytes, pool: ConnectionPool
+    ) -> None:
         self.client = client
+        self.pool = pool  # the hold store: every delete of a subject's entries reads the subject's hold
         self._keys = keys
         self._ledger = ledger
         self._secret = secret
@@ -86,8 +99,10 @@ class ResponseCache:
         self.dropped_while_fenced = 0
 
     @classmethod
-    def connect(cls, url: str, keys: DataKeyStore, ledger: TombstoneLedger, secret: bytes) -> ResponseCache:
-        return cls(valkey.Valkey.from_url(url, socket_timeout=5.0), keys, ledger, secret)
+    def connect(
+        cls, url: str, keys: DataKeyStore, ledger: TombstoneLedger, secret: bytes, pool: ConnectionPool
+    ) -> ResponseCache:
+        return cls(valkey.Valkey.from_url(url, socket_timeout=5.0), keys, ledger, secret, pool)
 
     def close(self) -> None:
         self.client.close()
@@ -146,24 +161,42 @@ class ResponseCache:
 
     def forget_quoting(self, app_name: str, subject: str, quotes: Callable[[str], bool]) -> int:
         """Remove the subject's entries whose prompt or response quotes a forgotten item (``quotes`` says,
-        from the forget tombstone's hashed spans), through the subject's index: cost follows their entries."""
+        from the forget tombstone's hashed spans), through the subject's index: cost follows their entries.
+        A subject under a legal hold keeps them (0): the supersession that asks is the memory write's
+        aftermath, which a hold placed since must not fail."""
         index = index_key(app_name, subject)
         digests = [d.decode() if isinstance(d, bytes) else str(d) for d in self.client.zrange(index, 0, -1)]
         removed = 0
         for start in range(0, len(digests), 200):
             batch = digests[start : start + 200]
             keys = [entry_key(app_name, subject, d) for d in batch]
+            quoting = []
             for key, digest, sealed in zip(keys, batch, self.client.mget(keys), strict=True):
                 if sealed is None:
                     continue
                 data = json.loads(self._keys.decrypt(bytes(sealed), key.encode()))
                 if quotes(f"{data['prompt']} {data['response']}"):
-                    pipe = self.client.pipeline(transaction=True)
-                    pipe.delete(key)
-                    pipe.zrem(index, digest)
-                    pipe.execute()
-                    removed += 1
+                    quoting.append((key, digest))
+            try:
+                removed += self.remove(app_name, subject, [k for k, _d in quoting], [d for _k, d in quoting])
+            except OwnerHeld:
+                return removed
         return removed
+
+    def remove(self, app_name: str, subject: str, keys: Sequence[str], members: Sequence[str]) -> int:
+        """The cache's one gated delete: ``keys`` (the subject's entries) unlinked and ``members`` taken off the
+        subject's index in one transaction, under the subject's hold gate (``OwnerHeld`` before anything goes
+        when the subject is held). Returns the keys asked to go."""
+        if not keys and not members:
+            return 0
+        with gated(self.pool, [validate_subject_key(subject)]):
+            pipe = self.client.pipeline(transaction=True)
+            if keys:
+                pipe.unlink(*keys)
+            if members:
+                pipe.zrem(index_key(app_name, subject), *members)
+            pipe.execute()
+        return len(keys)
 
     def erase_entries(
         self,
@@ -190,11 +223,7 @@ class ResponseCache:
                 return removed
             if on_batch:
                 on_batch(digests)
-            pipe = self.client.pipeline(transaction=True)
-            pipe.unlink(*(entry_key(app_name, subject, d) for d in digests))
-            pipe.zrem(index, *digests)
-            pipe.execute()
-            removed += len(digests)
+            removed += self.remove(app_name, subject, [entry_key(app_name, subject, d) for d in digests], digests)
             if after_batch:  # the batch is gone: a heartbeat here resumes after it
                 after_batch(removed)
 
@@ -237,8 +266,7 @@ class ResponseCache:
         for digests in self.unindexed(app_name, subject, stale_only=stale_only):
             if on_batch:
                 on_batch(digests)
-            self.client.unlink(*(entry_key(app_name, subject, d) for d in digests))
-            removed += len(digests)
+            removed += self.remove(app_name, subject, [entry_key(app_name, subject, d) for d in digests], [])
         return removed
 
     def _scan_batches(self, pattern: str, count: int = 1000) -> Iterator[list[Any]]:
@@ -265,6 +293,6 @@ def shared_cache(context: StoreContext) -> ResponseCache:
     url = context.required("cache_url", "response cache")
     return context.shared(
         "response_cache",
-        lambda: ResponseCache.connect(url, context.keys, context.ledger, context.subject_secret),
+        lambda: ResponseCache.connect(url, context.keys, context.ledger, context.subject_secret, context.pool),
         ResponseCache.close,
     )

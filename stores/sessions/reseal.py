@@ -17,7 +17,11 @@ key's row; a raw row holding a key the key's row holds with another value is lef
 rows; their old tuples go with the next VACUUM.
 
 Holds protect owners: a row of a subject under a legal hold is neither rewritten nor moved (counted
-``held``), read in the transaction that would change it.
+``held``), read through the gate (``stores.ledgers.owner_holds.held_subjects``: the owner's hold lock taken
+shared, then the hold) in the transaction that would change it, so a hold being placed while a page runs is
+waited for and seen. A re-seal only preserves (the content is the same once opened), yet a held owner's rows
+stay byte-identical: nothing depends on sealing them now (no key retires on it), and the re-seal, idempotent,
+seals them on its next run after the release.
 
 Idempotent: a sealed row is left alone, so a page done twice changes nothing the second time. Each
 ``UPDATE`` only applies while the row still holds what the page read; a row changed meanwhile (the
@@ -48,6 +52,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from stores.infra.errors import CiphertextInvalid, DataKeyShredded, InvalidIdentifier
+from stores.ledgers.owner_holds import held_subjects
 from stores.privacy.identity import derived_key, is_subject_key
 from stores.privacy.keys import DataKeyStore
 from stores.sessions.sealing import RowSealer, event_is_sealed, state_is_sealed
@@ -74,14 +79,6 @@ class PageOutcome:
     held: int = 0  # rows of a subject under a legal hold: left exactly as they are
     conflicting: int = 0  # raw user state whose keys the key's row holds with other values: left, counted
     last: tuple[str, ...] | None = None  # the last row's primary key (None: the table has no more rows)
-
-
-def _held(conn: Connection[Any], subject_key: str) -> bool:
-    """Whether the subject is under a legal hold, read in the caller's transaction (locked until it ends)."""
-    return (
-        conn.execute("SELECT 1 FROM legal_holds WHERE subject_key = %s FOR SHARE", (subject_key,)).fetchone()
-        is not None
-    )
 
 
 def _table(table: str) -> str:
@@ -133,7 +130,7 @@ class AdkResealer:
         column = _CONTENT[table]
         match = " AND ".join(f"{c} = %s" for c in _PRIMARY_KEY[table])
         with self._pool.connection() as conn, conn.transaction():
-            if _held(conn, user):  # holds protect owners: a held subject's rows are not rewritten
+            if held_subjects(conn, [user]):  # holds protect owners: a held subject's rows are not rewritten
                 return "held"
             updated = conn.execute(
                 f"UPDATE {table} SET {column} = %s WHERE {match} AND {column} = %s",
@@ -152,7 +149,7 @@ class AdkResealer:
             return "unsealable"
         try:
             with self._pool.connection() as conn, conn.transaction():
-                if _held(conn, sk):
+                if held_subjects(conn, [sk]):
                     return "held"
                 if table == "user_states":
                     moved = self._refile_user_state(conn, rows, app, user, sk)

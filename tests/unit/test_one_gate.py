@@ -9,7 +9,8 @@ removed). Each must be in a module listed below:
   ``stores.ledgers.owner_holds``);
 - ``NOT_YET_GATED``: modules that change user data whose own change does not read the owners' holds yet; each
   says who reads the hold instead. The list only shrinks: a module that calls the gate fails the test
-  until it moves to ``PRIMITIVES``;
+  until it moves to ``PRIMITIVES`` (it is empty now: every one went through the gate,
+  ``tests/integration/test_gate_primitives.py``);
 - ``NOT_USER_DATA``: tools and the local stack's own files.
 
 A new module that deletes or updates user data fails ``test_only_listed_modules_change_user_data``, so a new
@@ -18,10 +19,15 @@ path cannot forget the gate without a reviewer seeing it added to a list.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import cast
 
+import httpx
 import pytest
 
+from stores.infra.seaweedfs import SeaweedMaster
+from stores.ledgers.deletion_queue import MARKER_DIRECTORY, FilerDeletionQueue
 from tests.gate_scan import Change, calls_any, changes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,21 +45,26 @@ PRIMITIVES: dict[str, str] = {
     "stores/operations/restore.py": "restore replay: artifacts of erased subjects, per batch",
     "stores/qdrant/store.py": "a subject's Qdrant points: gated on the owner, filtered by owner and ids",
     "stores/artifacts/bucket.py": "artifact versions and uploads: gated on the prefix's owner, per batch",
+    "stores/artifacts/service.py": "ADK's delete_artifact by the user's own agent: gated on the owner, refused "
+    "(OwnerHeld) under a hold",
+    "stores/chroma/adapter.py": "a subject's Chroma directory removed (and rebuilt from what stays): gated on the "
+    "subject",
+    "stores/privacy/keys.py": "the shred: refuse_if_held in its one transaction, before any KMS call or delete",
+    "stores/response_cache/cache.py": "a subject's entries and index members: gated on the subject, per batch "
+    "(ResponseCache.remove); the cache's own expiry is the server's TTL, which no code of ours runs to gate",
+    "stores/memory/search.py": "recall's hit counter and access time: held_subjects in the counting transaction "
+    "(a held owner's counters never move)",
+    "stores/sessions/reseal.py": "re-seal of plain rows (content preserved): held_subjects in each row's "
+    "transaction, a held owner's rows left byte-identical",
+    "stores/privacy/key_epochs.py": "re-wrap under a new epoch (the data key preserved): held_subjects in each "
+    "page's transaction serialises with a hold being placed; a held owner's key is re-wrapped all the same (an "
+    "epoch holding it could never retire); shredded keys never",
 }
-NOT_YET_GATED: dict[str, str] = {
-    "stores/artifacts/service.py": "ADK's delete_artifact: the user's own agent deleting its own artifact",
-    "stores/chroma/adapter.py": "a subject's Chroma directory: the step reads the subject's hold before its work",
-    "stores/privacy/keys.py": "the keys step's shred: the step reads the subject's hold before its work",
-    "stores/privacy/key_epochs.py": "re-wrap under a new epoch: content unchanged, wrapping only",
-    "stores/response_cache/adapter.py": "a subject's cache entries: the step reads the subject's hold before",
-    "stores/response_cache/cache.py": "the cache's own expiry and a subject's entries",
-    "stores/sessions/reseal.py": "re-seal of plain rows (content re-written, not removed)",
-    "stores/ledgers/deletion_queue.py": "the physical job's queue of SeaweedFS files to delete",
-    "stores/memory/search.py": "recall counts a hit and the access time of the rows it returns (content, state "
-    "and provenance unchanged): a held owner's counters move",
-}
+NOT_YET_GATED: dict[str, str] = {}
 NOT_USER_DATA: dict[str, str] = {
     "stores/infra/s3_batch.py": "the batched S3 delete its callers use (they are scanned for delete_versions)",
+    "stores/ledgers/deletion_queue.py": "deletes only its own marker file (random bytes it wrote under "
+    "MARKER_DIRECTORY, outside /buckets): the queued user files are S3 deletes already made by gated primitives",
     "workers/stack/launcher.py": "the local stack's own state directory",
     "workers/stack/parts.py": "the local stack's own state directory",
     "workers/stack/process.py": "the local stack's pid files",
@@ -119,3 +130,35 @@ def test_a_route_decorator_is_not_a_delete(tmp_path: Path) -> None:
     planted.parent.mkdir()
     planted.write_text('@router.delete("/api/x")\ndef remove() -> None:\n    pass\n', encoding="utf-8")
     assert changes(tmp_path, [planted]) == []
+
+
+def test_the_deletion_queue_deletes_only_its_own_marker() -> None:
+    """Why ``deletion_queue`` is not user data: its one delete is of the marker it wrote itself (random bytes,
+    under ``MARKER_DIRECTORY``, outside ``/buckets``); the user files the filer's queue holds were deleted
+    through S3 by the gated primitives before the drain is asked for."""
+    sent: list[tuple[str, str]] = []
+
+    def filer(request: httpx.Request) -> httpx.Response:
+        sent.append((request.method, request.url.path))
+        if request.method == "GET":
+            return httpx.Response(200, json={"chunks": [{"file_id": "3,01ab"}]})
+        return httpx.Response(201 if request.method == "POST" else 204)
+
+    class Master:
+        def locations(self, chunk: str) -> list[str]:
+            return ["volume:8080"]
+
+        def holds_chunk(self, server: str, chunk: str) -> bool:
+            return False
+
+        def nodes(self) -> list[str]:
+            return ["volume:8080"]
+
+    queue = FilerDeletionQueue("http://filer:8888", cast(SeaweedMaster, Master()))
+    queue._http = httpx.Client(transport=httpx.MockTransport(filer))
+    queue.drain(time.monotonic() + 5, lambda _s: None)
+    written = [path for method, path in sent if method == "POST"]
+    deleted = [path for method, path in sent if method == "DELETE"]
+    assert len(written) == 1
+    assert written[0].startswith(MARKER_DIRECTORY + "/")
+    assert deleted == written

@@ -322,7 +322,7 @@ class BulkSeeder:
         self.capture = SessionCapture(*config.session_capture)
         self.recorder = _RecordingS3()
         self.artifacts = S3ArtifactService(
-            cast("S3Client", self.recorder), config.artifact_bucket, self.keys, self.secret
+            cast("S3Client", self.recorder), config.artifact_bucket, self.keys, self.secret, platform.pool
         )
         self.logs = LogArchive(platform.s3, config.log_bucket, platform.pool, self.secret, self.keys)
         self.scope = subject_key(self.secret, app_name, SHARED_SCOPE)
