@@ -58,9 +58,15 @@ LOG_READERS = 8
 #: rewrites and re-lists its object, so a few at once, not one per segment
 SEGMENT_PURGERS = 3
 MALFORMED = "malformed_lines"
-#: lines naming the subject whose writer is under a legal hold: kept byte for byte, reported
+#: lines naming the subject whose writer is under a legal hold: kept, reported
 HELD = "lines_held"
 HELD_LEFT = "lines_kept_under_owners_hold"
+#: of the held lines of other writers: kept readable by their writers (the subject's layer lifted before its
+#: key is shredded), and kept as they were though sealed under the subject's key (unreadable once shredded)
+HELD_READABLE = "lines_held_readable"
+HELD_UNREADABLE = "lines_held_unreadable"
+HELD_LEFT_READABLE = "held_lines_readable_by_their_writers"
+HELD_LEFT_SEALED = "held_lines_sealed_under_subjects_key"
 
 
 class LogsAdapter:
@@ -104,8 +110,17 @@ class LogsAdapter:
             for n, _ in enumerate(few_at_a_time(purge, segments, SEGMENT_PURGERS)):
                 beat({"segments": done + n + 1, "remaining": len(segments) - n - 1})
         tally = archive.tallied(subject.request_id)
-        # others' bad lines: kept, reported, not a failure; lines of writers under a hold: kept, reported
-        held = {HELD: tally.held} if tally.held else {}
+        # others' bad lines: kept, reported, not a failure; lines of writers under a hold: kept, reported, with
+        # how many of them their writers can still read once the subject's key is shredded
+        held = {
+            name: n
+            for name, n in (
+                (HELD, tally.held),
+                (HELD_READABLE, tally.held_readable),
+                (HELD_UNREADABLE, tally.held_unreadable),
+            )
+            if n
+        }
         return {"segments": tally.segments, "lines": tally.lines, MALFORMED: tally.malformed, **held}
 
     def remaining(self, subject: Subject, record: RequestRecord, bound: Bound | None, beat: Beat) -> Remaining:
@@ -136,10 +151,13 @@ class LogsAdapter:
         # lines the eraser kept because their writer is under a legal hold: reported, not left over
         held = reads.held_writers({w for _k, scan, _o in scans for w in scan.writers})
         named_lines = sample_lines = old_versions = malformed = legacy_mentions = held_lines = 0
+        held_readable = held_sealed = 0
         held_only: list[str] = []  # segments whose only lines naming the subject are held ones
         for n, (key, scan, old) in enumerate(scans):
             kept = scan.held_lines(held)
             held_lines += kept
+            readable, sealed = scan.held_readable(held, subject.subject_key)
+            held_readable, held_sealed = held_readable + readable, held_sealed + sealed
             if kept and kept == scan.subject_lines:
                 held_only.append(key)
             if n < len(named):
@@ -159,20 +177,42 @@ class LogsAdapter:
         notes = [f"{malformed} malformed lines of others kept as they were"] if malformed else []
         if held_lines:
             notes.append(f"{held_lines} lines kept under their writers' legal holds")
-        reported = {MALFORMED: malformed, **({HELD_LEFT: held_lines} if held_lines else {})}
+        if held_readable:
+            notes.append(f"{held_readable} of them sealed without this subject's key: readable by their writers")
+        if held_sealed:
+            notes.append(f"{held_sealed} of them still sealed under this subject's key: unreadable once it is shredded")
+        reported = {
+            MALFORMED: malformed,
+            **{
+                name: n
+                for name, n in (
+                    (HELD_LEFT, held_lines),
+                    (HELD_LEFT_READABLE, held_readable),
+                    (HELD_LEFT_SEALED, held_sealed),
+                )
+                if n
+            },
+        }
         return Remaining(counts, reported=reported, note="; ".join(notes))
 
     def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:
         """Lines naming the subject in the segments its index names (only segments whose window predates
         ``before``: later ones belong to a returning user)."""
-        removed = malformed = held = 0
+        removed = malformed = held = readable = unreadable = 0
         archive = self.logs
         for key in archive.segments_of(subject.subject_key, window_before=before):
             purged = archive.purge_subject(key, subject.app_name, subject.subject_key)
             removed += purged.removed
             malformed += purged.malformed
             held += purged.held
-        return Swept({"log_lines": removed}, {MALFORMED: malformed, **({"log_lines_held": held} if held else {})})
+            readable += purged.held_readable
+            unreadable += purged.held_unreadable
+        kept = {
+            f"log_{name}": n
+            for name, n in ((HELD, held), (HELD_READABLE, readable), (HELD_UNREADABLE, unreadable))
+            if n
+        }
+        return Swept({"log_lines": removed}, {MALFORMED: malformed, **kept})
 
     def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
         from stores.privacy.identity import subject_key

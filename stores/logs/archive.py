@@ -34,6 +34,11 @@ user's key makes every older copy unreadable. Such a line is the subject's iff i
 and its ``subject`` is the subject key or the key is among its mentions. Lines shipped before (plain, with a
 ``user_id``) are still matched by hashing their ``user_id``. Reading (``read``, ``lines_of``) opens sealed
 lines; one that cannot be opened is returned marked ``unreadable`` and counted, never an error.
+
+Held writers: a line naming the subject whose writer is under a legal hold is kept (read in the purge's
+transaction, under the segment's lock); another writer's kept line is re-sealed in the same rewrite without
+the subject's layer, so it stays readable for its writer's hold after the subject's key is shredded
+(``stores.logs.held_lines``), and the purge counts which kept lines are readable and which are not.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ from psycopg_pool import ConnectionPool
 
 from stores.infra.s3_batch import delete_versions
 from stores.ledgers.owner_holds import held_subjects
+from stores.logs.held_lines import keep_readable
 from stores.logs.sealing import SEALED, SUBJECT, UNREADABLE, LineSealer, SealingUnavailable, is_subject_key
 from stores.privacy.identity import hash_or_none, session_ref
 
@@ -247,7 +253,11 @@ class SubjectLines:
 class SegmentPurge:
     removed: int = 0  # lines naming the subject, removed
     malformed: int = 0  # others' malformed lines, kept byte for byte
-    held: int = 0  # lines naming the subject kept byte for byte: their writer is under a legal hold
+    held: int = 0  # lines naming the subject kept: their writer is under a legal hold
+    #: of the held lines of other writers: kept readable by their writer (the subject's layer lifted,
+    #: ``stores.logs.held_lines``), and kept as they were though sealed under the subject's key as well
+    held_readable: int = 0
+    held_unreadable: int = 0
 
 
 @dataclass(frozen=True)
@@ -258,6 +268,8 @@ class PurgeTally:
     lines: int = 0  # lines naming the subject, removed
     malformed: int = 0  # others' malformed lines seen and kept
     held: int = 0  # lines naming the subject kept: their writer is under a legal hold
+    held_readable: int = 0  # of them, other writers' lines kept readable (the subject's layer lifted)
+    held_unreadable: int = 0  # of them, other writers' lines still sealed under the subject's key as well
 
 
 @dataclass(frozen=True)
@@ -447,11 +459,19 @@ class LogArchive:
             spared = [n for n, writer in writers.items() if writer in held_writers]
             for n in spared:
                 doomed[n] = False
+            # another writer's kept line loses the subject's layer, so its writer can still read it once the
+            # subject's key is shredded (``stores.logs.held_lines``); a session purge shreds nothing
+            others = [n for n in spared if writers[n] != subject] if isinstance(matcher, SubjectLines) else []
+            sealer, readable, lifted = self._sealer(), 0, False
+            for n in others:
+                held_line = keep_readable(lines[n], subject, sealer)
+                lifted = lifted or held_line.line != lines[n]
+                lines[n], readable = held_line.line, readable + held_line.readable
             kept = [line for line, gone in zip(lines, doomed, strict=True) if not gone]
             removed = len(lines) - len(kept)
             malformed = sum(1 for v, gone in zip(verdicts, doomed, strict=True) if v is Verdict.MALFORMED and not gone)
             current_version: str | None = None
-            if removed:
+            if removed or lifted:
                 put = self._s3.put_object(
                     Bucket=self._bucket, Key=key, Body=b"".join(kept), ContentType="application/x-ndjson"
                 )
@@ -469,11 +489,12 @@ class LogArchive:
                     "WITH unindexed AS (DELETE FROM log_subject_index WHERE %(drop)s AND subject_key = %(s)s "
                     "AND segment_key = %(k)s), recounted AS (UPDATE log_segments SET line_count = %(n)s "
                     "WHERE %(removed)s AND segment_key = %(k)s), tallied AS (INSERT INTO log_purge_tally "
-                    "(request_id, segment_key, lines, malformed, held) "
-                    "SELECT %(r)s, %(k)s, %(lines)s, %(bad)s, %(held)s "
+                    "(request_id, segment_key, lines, malformed, held, held_readable, held_unreadable) "
+                    "SELECT %(r)s, %(k)s, %(lines)s, %(bad)s, %(held)s, %(readable)s, %(unreadable)s "
                     "WHERE %(r)s::text IS NOT NULL ON CONFLICT (request_id, segment_key) DO UPDATE SET "
                     "lines = log_purge_tally.lines + EXCLUDED.lines, malformed = EXCLUDED.malformed, "
-                    "held = EXCLUDED.held) SELECT 1",
+                    "held = EXCLUDED.held, held_readable = EXCLUDED.held_readable, "
+                    "held_unreadable = EXCLUDED.held_unreadable) SELECT 1",
                     {
                         "drop": not named,
                         "s": subject,
@@ -484,9 +505,11 @@ class LogArchive:
                         "lines": removed,
                         "bad": malformed,
                         "held": len(spared),
+                        "readable": readable,
+                        "unreadable": len(others) - readable,
                     },
                 )
-        return SegmentPurge(removed, malformed, len(spared))
+        return SegmentPurge(removed, malformed, len(spared), readable, len(others) - readable)
 
     def _legacy_judgement(
         self,
@@ -553,7 +576,8 @@ class LogArchive:
         """What the erasure ``request_id`` purged with ``tally``, whichever attempt purged each segment."""
         with self._pool.connection() as conn:
             row = conn.execute(
-                "SELECT count(*), coalesce(sum(lines), 0), coalesce(sum(malformed), 0), coalesce(sum(held), 0) "
+                "SELECT count(*), coalesce(sum(lines), 0), coalesce(sum(malformed), 0), coalesce(sum(held), 0), "
+                "coalesce(sum(held_readable), 0), coalesce(sum(held_unreadable), 0) "
                 "FROM log_purge_tally WHERE request_id = %s",
                 (request_id,),
             ).fetchone()

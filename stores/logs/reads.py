@@ -14,6 +14,11 @@ carries no structure; the check counts, apart, the structureless lines of the ap
 identity as one whole word of their text (the word's subject key is the subject key: exact, never a
 substring). The eraser removes such lines when the index confirms them and keeps the index row otherwise,
 so any left is a failure (at worst a false alarm on a legacy segment, never a pass over a left line).
+
+Lines kept under their writers' legal holds are reported, and the check says from the clear fields alone how
+many of them their writers can still read after the shred: a line not sealed, or whose clear ``released``
+names the subject (the eraser lifted the subject's layer), opens without the subject's key; any other is
+still sealed under it.
 """
 
 from __future__ import annotations
@@ -48,9 +53,17 @@ class SegmentScan:
     #: the writers of the lines naming the subject (their subject keys, ``""`` for no writer): a line whose
     #: writer is under a legal hold was kept by the eraser on purpose (``stores.ledgers.owner_holds``)
     writers: dict[str, int] = field(default_factory=dict)
+    #: of those lines, per writer, the ones not sealed under the subject's key (plain, or its layer released)
+    open_without: dict[str, int] = field(default_factory=dict)
 
     def held_lines(self, held: set[str]) -> int:
         return sum(n for writer, n in self.writers.items() if writer in held)
+
+    def held_readable(self, held: set[str], subject: str) -> tuple[int, int]:
+        """(held lines of other writers that open without the subject's key, those still sealed under it)."""
+        others = [w for w in self.writers if w in held and w != subject]
+        readable = sum(self.open_without.get(w, 0) for w in others)
+        return readable, sum(self.writers[w] for w in others) - readable
 
 
 class SubjectLineRule:
@@ -73,6 +86,7 @@ class SubjectLineRule:
         lines naming the subject as a whole word of their text."""
         found = malformed = mentions = 0
         writers: dict[str, int] = {}
+        open_without: dict[str, int] = {}
         for raw in body.split(b"\n"):
             if not raw.strip():
                 continue
@@ -89,9 +103,16 @@ class SubjectLineRule:
             if mine:
                 writer = self._writer(value)
                 writers[writer] = writers.get(writer, 0) + 1
+                if self._opens_without_subject(value):
+                    open_without[writer] = open_without.get(writer, 0) + 1
             malformed += odd and not mine
             mentions += legacy and not mine and self._names_in_text(value)
-        return SegmentScan(found, malformed, mentions, writers)
+        return SegmentScan(found, malformed, mentions, writers, open_without)
+
+    def _opens_without_subject(self, line: dict[str, object]) -> bool:
+        """Not sealed, or sealed with the subject's layer released (its clear ``released`` names it)."""
+        released = line.get("released")
+        return "sealed" not in line or (isinstance(released, list) and self.subject in released)
 
     def _writer(self, line: dict[str, object]) -> str:
         """The subject key of the line's writer: its clear ``subject``, or its ``user_id`` hashed; ``""``."""

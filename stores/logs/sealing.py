@@ -17,6 +17,15 @@ another line, or a line whose clear fields were altered (another owner, a droppe
 
 Lines naming nobody (no valid ``user_id``, no mention) stay plain as before: no user's key could make them
 unreadable, and no erasure removes them.
+
+Lifting a layer (``LineSealer.release``): a line whose writer is under a legal hold is kept by a purge of a
+subject it mentions (``stores.logs.archive``), and that subject's key is shredded next. The layers are
+separable because the purge runs before the shred: the line is opened with every key, ``released`` (clear,
+subject keys) gains the erased subject, and the personal fields are sealed again under the layers that are
+left (the writer's, the other mentioned subjects'), the line id kept. ``released`` is part of the associated
+data, so dropping it or adding to it makes the line unopenable; the mention stays in clear, so a purge after
+the hold ends still finds and removes the line. A line whose layer cannot be lifted any more (the subject's
+key is already gone) is kept as it is: unreadable, and said so.
 """
 
 from __future__ import annotations
@@ -44,6 +53,8 @@ SEALED = "sealed"
 LINE_ID = "lid"
 #: Set on a record whose sealed fields could not be opened (a shredded key or a damaged ciphertext).
 UNREADABLE = "unreadable"
+#: Mentioned subjects whose layer was lifted (erased while the line's writer was under a legal hold).
+RELEASED = "released"
 _AAD_LABEL = b"erasure/log-line/v1\x00"
 _SUBJECT_KEY = re.compile(r"sk_[0-9a-f]{40}")
 
@@ -63,16 +74,19 @@ def line_aad(header: Mapping[str, Any]) -> bytes:
 
 
 def sealed_for(header: Mapping[str, Any]) -> list[str]:
-    """The subjects a line is sealed under, innermost first: the owner, then the mentions not the owner.
+    """The subjects a line is sealed under, innermost first: the owner, then the mentions not the owner and
+    not ``released``.
 
     ``ValueError`` for clear fields no shipper writes (then the line cannot be opened)."""
-    owner, mentions = header.get(SUBJECT), header.get("mentions", [])
+    owner, mentions, released = header.get(SUBJECT), header.get("mentions", []), header.get(RELEASED, [])
     if owner is not None and not is_subject_key(owner):
         raise ValueError("subject is not a subject key")
     if not isinstance(mentions, list) or not all(is_subject_key(m) for m in mentions):
         raise ValueError("mentions are not subject keys")
+    if not isinstance(released, list) or not set(released) <= set(mentions) - {owner}:
+        raise ValueError("released are not mentions of the line")
     order = [owner] if isinstance(owner, str) else []
-    order += sorted({m for m in mentions if m != owner})
+    order += sorted({m for m in mentions if m != owner and m not in released})
     if not order:
         raise ValueError("a sealed line names no subject")
     return order
@@ -88,7 +102,32 @@ class LineSealer:
 
     def seal(self, header: Mapping[str, Any], personal: Mapping[str, Any]) -> dict[str, Any]:
         """``header`` with a fresh line id and ``personal`` sealed under each named subject's current key."""
-        record: dict[str, Any] = {**header, LINE_ID: secrets.token_hex(8)}
+        return self._sealed({**header, LINE_ID: secrets.token_hex(8)}, personal)
+
+    def release(self, record: Mapping[str, Any], subject: str) -> dict[str, Any] | None:
+        """The sealed line with ``subject``'s layer lifted (see the module docstring): opened with every key,
+        ``subject`` added to ``released`` and sealed again under the layers left; the record itself when it
+        is not sealed under ``subject``; ``None`` when it cannot be opened (a layer's key already shredded, a
+        damaged ciphertext) or no layer would be left: then it stays as it is, unreadable once shredded."""
+        header = {k: v for k, v in record.items() if k != SEALED}
+        try:
+            layers = sealed_for(header)
+        except ValueError:
+            return None
+        if subject not in layers:
+            return dict(record)
+        if len(layers) == 1:
+            return None
+        try:
+            personal = self._open(header, record.get(SEALED))
+        except (DataKeyShredded, CiphertextInvalid, ValueError, UnicodeDecodeError, RecursionError):
+            return None
+        released = sorted({*header.get(RELEASED, []), subject})
+        return self._sealed({**header, RELEASED: released}, personal)
+
+    def _sealed(self, header: Mapping[str, Any], personal: Mapping[str, Any]) -> dict[str, Any]:
+        """``header`` (its line id set) with ``personal`` sealed under each of its layers' current key."""
+        record: dict[str, Any] = dict(header)
         aad = line_aad(record)
         blob = json.dumps(dict(personal), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         for subject in sealed_for(record):

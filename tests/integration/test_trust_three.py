@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import threading
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -70,7 +71,9 @@ async def test_erasing_a_keeps_a_held_users_own_line_that_mentions_a(saga: SagaH
         platform.requests.release_hold(sk_b, "case closed", "counsel@x.example")
     assert result.status == "completed"
     after = _raw(platform, key)
-    assert after == before[1:]  # B's two lines byte for byte: the held owner's mention line stays
+    assert len(after) == 2  # B's two lines: the held owner's mention line stays
+    assert after[1] == before[2]  # the B-only line byte for byte; the mention line is re-sealed without A's
+    assert platform.logs.read(key)[0]["msg"] == "forwarded the ticket to a colleague"  # layer (test_held_log_lines)
     assert _versions(platform, key) == 1  # the only version left holds them
     logs = next(s for s in result.steps if s.name == "logs")
     assert logs.counts.get("lines_held") == 1
@@ -150,8 +153,13 @@ async def test_held_owner_lines_stay_through_the_scheduled_sweep(saga: SagaHarne
         )
     finally:
         platform.requests.release_hold(sk_b, "done", "counsel@x.example")
-    assert _raw(platform, key) == before
+    (after,) = _raw(platform, key)  # kept: B's line, re-sealed without A's (post-erasure) key's layer
+    assert {k: v for k, v in json.loads(after).items() if k not in ("sealed", "released")} == {
+        k: v for k, v in json.loads(before[0]).items() if k != "sealed"
+    }
+    assert platform.logs.read(key)[0]["msg"] == "late line about a colleague"
     assert swept.reported.get("log_lines_held") == 1
+    assert swept.reported.get("log_lines_held_readable") == 1
     assert platform.logs.segments_of(sk_a) == [key]
 
 
