@@ -36,12 +36,13 @@ def attestation_key(request_id: str) -> str:
 
 def file_physical(pool: ConnectionPool, request_id: str, kind: Kind, window: timedelta) -> dict[str, Any]:
     """File a finished request with the platform's physical job; the receipt's ``physical`` entry saying
-    so: pending, the deadline, where the attestation will be."""
+    so: pending, the deadline, the window in whole seconds (signed documents carry no float: receipts signed
+    before RFC 8785 carried ``window_minutes``, a float) and where the attestation will be."""
     due = physical_pending.file_pending(pool, request_id, kind, window)
     return {
         "state": "pending",
         "due_by": due.isoformat(),
-        "window_minutes": window.total_seconds() / 60,
+        "window_seconds": round(window.total_seconds()),
         "attestation": attestation_key(request_id),
     }
 

@@ -4,7 +4,13 @@ Document layout (schema in ``verifier/receipts/receipt_schema.json``)::
 
     {"receipt": {...body...}, "signature": {"alg": "Ed25519", "key_id": "...", "value": "<base64>"}}
 
-The signature covers ``canonical(body)``: UTF-8 JSON with sorted keys and no insignificant whitespace.
+The signature covers ``canonical(body)``, by the rule the body names in its own ``canonicalization`` field:
+``RFC8785`` (the JSON Canonicalization Scheme: a published rule every language can follow) for every
+document signed since issue 42. Those are float-free by construction: ``sign`` refuses a float, a NaN, an
+infinity or an integer outside I-JSON's range (a float's text differs between languages: Python writes
+``5.0`` where JavaScript writes ``5``), so a verifier needs no number formatting of its own
+(``verifier/node/verify.mjs`` is one, on Node's standard library). A body without the field was signed
+before, under the legacy rule (Python's sorted-key ``json.dumps``), and stays verifiable under it.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import hashlib
 import json
 from typing import Any
 
+import rfc8785
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -26,14 +33,67 @@ ATTESTATION_SCHEMA_ID = "physical-attestation/1"
 #: Receipts of every schema this code has issued stay verifiable.
 KNOWN_SCHEMAS = ("erasure-receipt/1", "erasure-receipt/2", SCHEMA_ID, FORGET_SCHEMA_ID, ATTESTATION_SCHEMA_ID)
 ALGORITHM = "Ed25519"
+#: the body's ``canonicalization`` field: how the signed bytes are made from it (RFC 8785, JCS)
+CANONICALIZATION = "RFC8785"
+#: I-JSON's integers (RFC 7493): what every JSON reader holds exactly, a JavaScript number included
+_LARGEST = 2**53 - 1
 
 
 class InvalidReceipt(Exception):
     """The receipt does not verify; the message says why."""
 
 
+class UnsignableDocument(ValueError):
+    """A body ``sign`` refuses: one that a verifier in another language could not rebuild byte for byte."""
+
+
 def canonical(body: dict[str, Any]) -> bytes:
-    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    """The bytes the body's signature covers: RFC 8785 for a body naming it, the legacy rule for one signed
+    before the field existed; ``InvalidReceipt`` for a body no rule covers (another rule, a float in an
+    RFC 8785 body, a string that is not Unicode text)."""
+    if "canonicalization" not in body:
+        return _legacy_canonical(body)
+    rule = body["canonicalization"]
+    if rule != CANONICALIZATION:
+        raise InvalidReceipt(f"unknown canonicalization {rule!r} (expected {CANONICALIZATION})")
+    problem = _not_portable(body, "receipt")
+    if problem:
+        raise InvalidReceipt(f"{problem}: an {CANONICALIZATION} document of this signer carries none")
+    try:
+        return rfc8785.dumps(body)
+    except rfc8785.CanonicalizationError as exc:
+        raise InvalidReceipt(f"not canonicalizable under {CANONICALIZATION}: {exc}") from None
+
+
+def _legacy_canonical(body: dict[str, Any]) -> bytes:
+    """Documents signed before RFC 8785: sorted-key UTF-8 JSON without whitespace, as Python writes it (its
+    floats' text, ``5.0``, is Python's own: why the rule was replaced)."""
+    try:
+        return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    except (UnicodeEncodeError, TypeError, ValueError):
+        raise InvalidReceipt("not a JSON document the legacy rule can encode") from None
+
+
+def _not_portable(value: Any, where: str) -> str:
+    """Where ``value`` holds what another language would write differently or not hold exactly ("" when
+    nowhere): a float (NaN and infinities included), an integer past I-JSON's range, a key that is not a
+    string, anything that is not JSON. Names the path only, never the value."""
+    if value is None or isinstance(value, (bool, str)):
+        return ""
+    if isinstance(value, int):
+        return "" if -_LARGEST <= value <= _LARGEST else f"{where} is an integer outside I-JSON's range"
+    if isinstance(value, float):
+        return f"{where} is a non-integer number (a float)"
+    if isinstance(value, (list, tuple)):
+        return next((p for n, item in enumerate(value) if (p := _not_portable(item, f"{where}[{n}]"))), "")
+    if isinstance(value, dict):
+        for name, item in value.items():
+            if not isinstance(name, str):
+                return f"{where} has a key that is not a string"
+            if problem := _not_portable(item, f"{where}.{name}"):
+                return problem
+        return ""
+    return f"{where} is a {type(value).__name__}, not JSON"
 
 
 def signing_key(seed: bytes) -> Ed25519PrivateKey:
@@ -58,14 +118,27 @@ def key_id(key: Ed25519PublicKey) -> str:
 
 
 def sign(body: dict[str, Any], key: Ed25519PrivateKey) -> dict[str, Any]:
+    """The signed document: the body, naming its canonicalization (RFC 8785), and the signature over it.
+    ``UnsignableDocument`` (naming the field, never its value) for a body another language could not
+    rebuild byte for byte: a float, a NaN or infinity, an integer past I-JSON's range, a non-string key."""
     if body.get("schema") not in (SCHEMA_ID, FORGET_SCHEMA_ID, ATTESTATION_SCHEMA_ID):
-        raise ValueError("receipt body must carry a schema id this code issues")
+        raise UnsignableDocument("receipt body must carry a schema id this code issues")
+    if body.get("canonicalization", CANONICALIZATION) != CANONICALIZATION:
+        raise UnsignableDocument(f"this code signs {CANONICALIZATION} documents only")
+    body = {**body, "canonicalization": CANONICALIZATION}
+    problem = _not_portable(body, "receipt")
+    if problem:
+        raise UnsignableDocument(f"{problem}: signed documents are float-free (an integer, or a string)")
+    try:
+        signed = rfc8785.dumps(body)
+    except rfc8785.CanonicalizationError as exc:  # a string that is not Unicode text (a lone surrogate)
+        raise UnsignableDocument(f"not canonicalizable under {CANONICALIZATION}: {exc}") from None
     return {
         "receipt": body,
         "signature": {
             "alg": ALGORITHM,
             "key_id": key_id(key.public_key()),
-            "value": base64.b64encode(key.sign(canonical(body))).decode(),
+            "value": base64.b64encode(key.sign(signed)).decode(),
         },
     }
 
@@ -76,6 +149,8 @@ def document_bytes(document: dict[str, Any]) -> bytes:
 
 
 def digest(document: dict[str, Any]) -> str:
+    """The SHA-256 of the document's canonical body, by the rule it names (an attestation's
+    ``receipt_sha256``)."""
     return hashlib.sha256(canonical(document["receipt"])).hexdigest()
 
 
