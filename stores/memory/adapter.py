@@ -3,8 +3,11 @@
 Erase follows provenance (``derived_from``, ``source_sessions``) from the user's rows, from every row an
 earlier pass erased (``erased_memories``) and from the erased sessions, transitively and whoever the rows
 are filed under; the derived ids go in the request record (the receipt lists them for regeneration).
-Remaining reads on its own: the user's rows, rows that are an erased row again or name one (or an erased
-session), and rows anywhere holding one of the request's canary word digests.
+Rows of other owners that carry one of the erased sessions' ids and are not their own (the user's copies,
+re-filed with their provenance stripped: ``stores.memory.session_copies``) go with them, in the erase and in
+every sweep. Remaining reads on its own: the user's rows, rows that are an erased row again or name one (or
+an erased session), other owners' rows carrying an erased session's id, and rows anywhere holding one of the
+request's canary word digests.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from stores.adapters.interface import Beat, Bound, DataClaims, Disposition, Rema
 from stores.adapters.tombstone_reads import erased_session_ids
 from stores.ledgers.owner_holds import held_among
 from stores.memory.eraser import MemoryEraser
+from stores.memory.session_copies import ErasedSessions, session_copies
 from stores.memory.store import MemoryStore
 from stores.privacy.identity import session_ref, subject_key
 
@@ -60,6 +64,14 @@ class MemoryReads:
         with self._pool.connection() as conn:
             held = held_among(conn, list(hits))
         return len(hits - held), len(held)
+
+    def copies_carrying(self, subject: str, app_name: str, session_ids: Sequence[str]) -> tuple[int, int]:
+        """(other owners' rows carrying one of the subject's erased session ids that are not their own, their
+        owner not under a legal hold; of those rows, how many belong to owners under a hold: kept, reported)."""
+        with self._pool.connection() as conn:
+            copies = session_copies(conn, subject, ErasedSessions(app_name, session_ids, self._secret))
+            held = held_among(conn, copies)
+        return len(copies) - len(held), len(held)
 
     def _naming(self, subject: str, erased_ids: Sequence[uuid.UUID], session_ids: Sequence[str]) -> set[uuid.UUID]:
         """Rows anywhere (any user) that are an erased row again, or whose provenance names an erased row
@@ -121,6 +133,10 @@ class MemoryAdapter:
     def _refs(self, subject_key: str) -> list[str]:
         return [session_ref(subject_key, s) for s in self.ledger.sessions_of(subject_key)]
 
+    def _sessions(self, subject: Subject) -> ErasedSessions:
+        """The subject's erased sessions (its tombstones), to find its rows re-filed under other owners."""
+        return ErasedSessions(subject.app_name, self.ledger.sessions_of(subject.subject_key), self.secret)
+
     def locate(self, subject: Subject) -> dict[str, int]:
         with self.pool.connection() as conn:
             row = conn.execute(
@@ -134,7 +150,10 @@ class MemoryAdapter:
         erased id is recorded in ``erased_memories`` in that transaction, the derived ones in the record."""
         beat({"phase": "provenance"})
         result = self.memory.erase_user(
-            subject.subject_key, self._refs(subject.subject_key), request_id=subject.request_id
+            subject.subject_key,
+            self._refs(subject.subject_key),
+            request_id=subject.request_id,
+            sessions=self._sessions(subject),
         )
         beat({"phase": "deleted", "rows": result.rows, "derived": result.derived})
         self.requests.update_record(
@@ -142,7 +161,8 @@ class MemoryAdapter:
             lambda r: replace(r, derived_removed=sorted(set(r.derived_removed or []) | set(result.derived_ids))),
         )
         held = {"derived_rows_held": result.held} if result.held else {}  # another owner's hold: kept
-        return {"rows": result.rows, "derived_rows": result.derived, **held}
+        copies = {"session_copies": result.copies} if result.copies else {}  # counted apart from derived rows
+        return {"rows": result.rows, "derived_rows": result.derived - result.copies, **copies, **held}
 
     def remaining(self, subject: Subject, record: RequestRecord, bound: Bound | None, beat: Beat) -> Remaining:
         destroyed = record.canaries is None and record.canaries_destroyed  # by finish_request, on purpose
@@ -162,8 +182,15 @@ class MemoryAdapter:
         erased_ids = self.reads.erased_memory_ids(sk)
         erased_sessions = self.reads.erased_session_ids(sk, record.erased_sessions)
         naming, held = self.reads.rows_naming(sk, erased_ids, erased_sessions)
-        counts = {"rows_of_user": self.reads.own_memory_rows(sk, before), "rows_naming_erased": naming}
+        copies, held_copies = self.reads.copies_carrying(sk, subject.app_name, erased_sessions)
+        counts = {
+            "rows_of_user": self.reads.own_memory_rows(sk, before),
+            "rows_naming_erased": naming,
+            "rows_of_others_carrying_erased_sessions": copies,
+        }
         reported = {"rows_kept_under_owners_hold": held} if held else {}
+        if held_copies:
+            reported["session_copies_kept_under_owners_hold"] = held_copies
         if record.canaries is not None:
             counts["rows_matching_canaries"], held_canaries = self.reads.rows_with_digests(record.canaries, before)
             if held_canaries:
@@ -195,9 +222,13 @@ class MemoryAdapter:
 
     def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:
         sk = subject.subject_key
-        memory = self.memory.erase_user(sk, self._refs(sk), created_before=before, request_id=subject.request_id)
+        memory = self.memory.erase_user(
+            sk, self._refs(sk), created_before=before, request_id=subject.request_id, sessions=self._sessions(subject)
+        )
         held = {"derived_rows_held": memory.held} if memory.held else {}
-        return Swept({"memory_rows": memory.rows, "derived_rows": memory.derived}, reported=held)
+        copies = {"session_copies": memory.copies} if memory.copies else {}  # counted apart from derived rows
+        found = {"memory_rows": memory.rows, "derived_rows": memory.derived - memory.copies, **copies}
+        return Swept(found, reported=held)
 
     def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
         with self.pool.connection() as conn:

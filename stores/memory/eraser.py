@@ -3,7 +3,9 @@
 Provenance (``derived_from``, ``source_sessions``, written by ``stores.memory.store``) is followed from the
 user's rows, from every row an earlier pass erased (``erased_memories``) and from the erased sessions,
 transitively and whoever the rows are filed under; the owners' holds are read in the deleting transaction.
-The reads ``begin_request`` captures before any step are ``stores.memory.start_captures``.
+Rows of other owners that still carry one of the erased sessions' ids without being their own are the
+user's copies and go with them (``stores.memory.session_copies``). The reads ``begin_request`` captures
+before any step are ``stores.memory.start_captures``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
 from stores.ledgers.owner_holds import partition_by_hold, refuse_if_held
+from stores.memory.session_copies import ErasedSessions, session_copies
 from stores.memory.start_captures import StartCaptures
 
 
@@ -27,6 +30,9 @@ class MemoryErasure:
     derived: int
     derived_ids: list[str]
     held: int = 0  # derived rows kept: their owner is under a legal hold (``stores.ledgers.owner_holds``)
+    #: of the derived rows deleted (``derived`` includes them), those found by an erased session's id under
+    #: another owner: the user's copies (``stores.memory.session_copies``)
+    copies: int = 0
 
 
 #: Rows whose provenance names one of the given memory ids or session refs. One GIN probe per given
@@ -37,6 +43,22 @@ SELECT m.id FROM unnest(%(memories)s::uuid[]) AS given(id) JOIN memories m ON m.
 UNION
 SELECT m.id FROM unnest(%(sessions)s::text[]) AS given(ref) JOIN memories m ON m.source_sessions @> ARRAY[given.ref]
 """
+
+
+def _follow(
+    conn: Connection[tuple[Any, ...]], frontier: list[uuid.UUID], session_refs: list[str], seen: set[uuid.UUID]
+) -> list[uuid.UUID]:
+    """Rows whose provenance names a row of ``frontier`` or one of ``session_refs``, transitively, not in
+    ``seen`` (which gains them)."""
+    derived: list[uuid.UUID] = []
+    sessions = session_refs
+    while frontier or sessions:
+        rows = conn.execute(_NAMING, {"memories": frontier, "sessions": sessions}).fetchall()
+        sessions = []
+        frontier = [r[0] for r in rows if r[0] not in seen]
+        seen.update(frontier)
+        derived.extend(frontier)
+    return derived
 
 
 class MemoryEraser(StartCaptures):
@@ -83,15 +105,7 @@ class MemoryEraser(StartCaptures):
         derived: list[uuid.UUID] = [
             r[0] for r in conn.execute("SELECT id FROM memories WHERE id = ANY(%s)", (erased,)).fetchall()
         ]
-        frontier = [*own, *erased]
-        sessions = list(session_refs)
-        while frontier or sessions:
-            rows = conn.execute(_NAMING, {"memories": frontier, "sessions": sessions}).fetchall()
-            sessions = []
-            frontier = [r[0] for r in rows if r[0] not in seen]
-            seen.update(frontier)
-            derived.extend(frontier)
-        return own, derived
+        return own, derived + _follow(conn, [*own, *erased], list(session_refs), seen)
 
     def erase_user(
         self,
@@ -100,9 +114,11 @@ class MemoryEraser(StartCaptures):
         created_before: datetime | None = None,
         *,
         request_id: str,
+        sessions: ErasedSessions | None = None,
     ) -> MemoryErasure:
         """Delete the subject's rows (by the subject key index) and every row derived from them, and record
-        every deleted id in ``erased_memories``.
+        every deleted id in ``erased_memories``; with ``sessions``, other owners' rows that carry one of the
+        erased sessions' ids and are not their own go as derived rows (``stores.memory.session_copies``).
 
         One transaction: a retry after a crash finds the whole closure again (deleting the user's own
         rows first and their derived rows, or the record of them, in a later transaction could lose the
@@ -111,6 +127,10 @@ class MemoryEraser(StartCaptures):
         with self._pool.connection() as conn, conn.transaction():
             refuse_if_held(conn, [subject])  # the gate for the subject's own rows, in the deleting transaction
             own, found = self._closure(conn, subject, session_refs, created_before, delete_own=True)
+            seen = {*own, *found}
+            copies = [c for c in session_copies(conn, subject, sessions) if c not in seen] if sessions else []
+            seen.update(copies)
+            found = [*found, *copies, *_follow(conn, copies, [], seen)]  # and the rows derived from the copies
             derived, held = partition_by_hold(conn, found)  # another owner's hold wins over this erasure
             for start in range(0, len(derived), self._batch):
                 conn.execute("DELETE FROM memories WHERE id = ANY(%s)", (derived[start : start + self._batch],))
@@ -126,7 +146,14 @@ class MemoryEraser(StartCaptures):
                 "SELECT memory_id FROM erased_memories WHERE request_id = %s AND derived", (request_id,)
             ).fetchall()
         derived_ids = sorted({str(i) for i in derived} | {str(r[0]) for r in recorded})
-        return MemoryErasure(rows=len(own), derived=len(derived), derived_ids=derived_ids, held=len(held))
+        gone = set(derived)
+        return MemoryErasure(
+            rows=len(own),
+            derived=len(derived),
+            derived_ids=derived_ids,
+            held=len(held),
+            copies=sum(1 for c in copies if c in gone),
+        )
 
     def count_user(self, subject: str, session_refs: Sequence[str]) -> tuple[int, int]:
         with self._pool.connection() as conn:

@@ -78,7 +78,9 @@ async def test_rows_moved_under_a_new_owner_with_new_ids_fail_the_memory_check(
     assert isinstance(adapter, MemoryAdapter)
     eraser = adapter.memory  # the memory step's eraser (and the second sweep's)
 
-    def moved_instead(subject: str, session_refs: Any, created_before: Any = None, *, request_id: str) -> MemoryErasure:
+    def moved_instead(
+        subject: str, session_refs: Any, created_before: Any = None, *, request_id: str, **_: Any
+    ) -> MemoryErasure:
         """The planted defect: the user's rows re-filed under an anonymous owner with new ids, recorded as
         erased under their old ids (what every existing check reads)."""
         anonymous = "sk_" + uuid.uuid4().hex
