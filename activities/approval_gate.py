@@ -75,6 +75,7 @@ PLATFORM = frozenset(
         Activities.SWEEP_SUBJECT,  # subjects the ledger records as erased (their erasure was approved)
         ExpiryActivityNames.PAGE,
         ExpiryActivityNames.FILE,  # files forgets of rows the retention policy expired (recorded as such)
+        ExpiryActivityNames.STORES,  # the stores' lifecycle passes: retention, supersession, caps (gated per owner)
         ResealActivityNames.PAGES,
         # wrapping-key epochs: re-wrap every live data key, retire and delete old epochs (no user's data read)
         KeyEpochActivityNames.OPEN,

@@ -5,6 +5,10 @@ key; a raw id in rows from before migration 0015), checks it against the subject
 rows' words (the verifier's recall probes) in the forget request store, and returns only the request id and
 the row ids. Filing is idempotent: the request id is derived from the subject and the sorted row ids, so a
 retried attempt or a re-run sweep finds the request it filed before.
+
+``expiry_stores`` is the chain's last step: every registered adapter with lifecycle capabilities
+(``stores.adapters.lifecycle``) expires, settles supersessions and evicts by the platform's memory caps, each
+change through its store's gate; it returns counts per store and pass, heartbeating as it goes.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import structlog
 from temporalio import activity
 
 from activities.support import PlatformActivities, beat, count, keep_sensitive
+from stores.adapters.lifecycle import lifecycle_pass
 from stores.forgetting.requests import FINAL, ForgetPayload
 from stores.infra.errors import CiphertextInvalid, DataKeyShredded, InvalidIdentifier, RequestNotFound
 from stores.lifecycle.retention_expiry import MAX_GENERATIONS, ExpiredItem, expiry_request_id, grouped, still_expired
@@ -29,6 +34,8 @@ from workflows.contracts.expiry import (
     ExpiryGroup,
     ExpiryPage,
     ExpiryPageInput,
+    ExpiryStoresDone,
+    ExpiryStoresInput,
 )
 
 log = structlog.get_logger("activities.expiry")
@@ -94,6 +101,26 @@ class ExpiryActivities(PlatformActivities):
         log.warning("expiry_generations_exhausted", subject_key=sk, items=len(ids))
         return ExpiryFiled("failed")
 
+    @activity.defn(name=ExpiryActivityNames.STORES)
+    def expiry_stores(self, inp: ExpiryStoresInput) -> ExpiryStoresDone:
+        platform = self.platform
+        done = lifecycle_pass(
+            platform.adapters.in_order(),
+            platform.config.memory_caps,
+            datetime.fromisoformat(inp.now),
+            activity.heartbeat,
+        )
+        stores = {
+            store: {**{n: d.changed for n, d in passes.items()}, **{f"{n}_held": d.held for n, d in passes.items()}}
+            for store, passes in done.stores.items()
+        }
+        for name in ("expired", "superseded", "evicted"):
+            count(f"store_lifecycle_{name}", f"items {name} by the stores' lifecycle passes", done.total(name))
+        log.info("store_lifecycle_done", stores=stores)
+        return ExpiryStoresDone(
+            done.total("expired"), done.total("superseded"), done.total("evicted"), done.held, stores
+        )
+
     @staticmethod
     def _now(inp: ExpiryFileInput) -> datetime:
         return datetime.fromisoformat(inp.now)
@@ -125,4 +152,4 @@ class ExpiryActivities(PlatformActivities):
         return texts
 
     def activities(self) -> list[Callable[..., Any]]:
-        return [self.expiry_page, self.expiry_file]
+        return [self.expiry_page, self.expiry_file, self.expiry_stores]

@@ -6,7 +6,11 @@ app) group of a page (``expiry_file``, strength ``forget``, reason ``retention_e
 derived rows, verification after a re-ingest and a signed receipt, like a person's forget) and runs it as
 a ``ForgetWorkflow`` child, ``concurrency`` at a time. A subject under a legal hold, or fenced by a running
 erasure, is skipped and counted. It continues as new every ``pages_per_run`` pages, carrying its cursor,
-its cut-off time and its counts, so each run's history stays small; ``progress`` shows them.
+its cut-off time and its counts, so each run's history stays small; ``progress`` shows them. Once the rows
+are done, the chain's last run has every registered store with lifecycle capabilities expire, settle
+supersessions and evict (``expiry_stores``: ``stores.adapters.lifecycle``; a held owner's data kept and
+counted), so a store of memories other than the memory table gets the same lifecycle (``STORES_PATCH``:
+histories recorded before it replay unchanged).
 
 Idempotent: the request id is derived from the subject and the sorted row ids (``expiry_file``), the child's
 id from the request id, and a child already started (by a retried or overlapping run) is counted, not
@@ -25,6 +29,7 @@ from temporalio.exceptions import ActivityError, ChildWorkflowError, WorkflowAlr
 with workflow.unsafe.imports_passed_through():
     from workflows.contracts import retry_policies
     from workflows.contracts.expiry import (
+        STORES_PATCH,
         ExpiryCounts,
         ExpiryFiled,
         ExpiryFileInput,
@@ -33,8 +38,10 @@ with workflow.unsafe.imports_passed_through():
         ExpiryPage,
         ExpiryPageInput,
         ExpiryProgress,
+        ExpiryStoresInput,
         expiry_file,
         expiry_page,
+        expiry_stores,
     )
     from workflows.contracts.forget import FORGET_WORKFLOW, ForgetInput, ForgetResult, forget_workflow_id
     from workflows.contracts.search_attributes import ERASURE_STAGE, ERASURE_STATUS
@@ -71,6 +78,8 @@ class ExpirySweepWorkflow:
                 retry_policy=retry_policies.STEP,
             )
             if not page.rows:
+                if workflow.patched(STORES_PATCH):
+                    await self._stores()
                 self._status = "done"
                 return ExpiryCounts(**self._counts)
             await self._expire_page(page, inp.concurrency)
@@ -89,6 +98,28 @@ class ExpirySweepWorkflow:
                 so_far=ExpiryCounts(**self._counts),
             )
         )
+
+    async def _stores(self) -> None:
+        """The registered stores' lifecycle passes (one batched activity, heartbeating per page)."""
+        try:
+            done = await workflow.execute_activity(
+                expiry_stores,
+                ExpiryStoresInput(self._now),
+                start_to_close_timeout=timedelta(hours=1),
+                heartbeat_timeout=timedelta(minutes=2),
+                retry_policy=retry_policies.BOUNDED,
+            )
+        except ActivityError as exc:
+            cause = getattr(exc.cause, "type", None) or type(exc.cause).__name__
+            workflow.logger.warning(
+                "the stores' lifecycle passes failed; the next run tries again", extra={"cause": cause}
+            )
+            self._add("stores_failed")
+            return
+        self._add("stores_expired", done.expired)
+        self._add("stores_superseded", done.superseded)
+        self._add("stores_evicted", done.evicted)
+        self._add("stores_held", done.held)
 
     async def _expire_page(self, page: ExpiryPage, concurrency: int) -> None:
         self._add("pages")

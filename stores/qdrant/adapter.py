@@ -6,7 +6,9 @@ eraser) counts the points still filed under the subject key with a count request
 step's record it reports ``missing`` (fail closed). The sweeps delete what is dated before the erasure.
 ``forget_items`` / ``items_left`` (``ItemForgetting``) forget one item or one session's items: the subject's
 points a forget covers (by id, by the tombstone's spans or an erased session's texts) go through the store's
-gated delete. ``check()`` is what ``erasure worker --check`` runs for it; ``seed`` is the seeders' hook.
+gated delete. The lifecycle (``stores.adapters.lifecycle``: ``expire_due``, ``settle_superseded``,
+``evict_over``, run by the scheduled expiry sweep) is ``stores.qdrant.lifecycle``'s passes over the points,
+through the same gate. ``check()`` is what ``erasure worker --check`` runs for it; ``seed`` is the seeders' hook.
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ from stores.adapters.interface import (
     Subject,
     Swept,
 )
+from stores.adapters.lifecycle import LifecycleDone
+from stores.adapters.lifecycle_policy import Caps
+from stores.qdrant.lifecycle import QdrantLifecycle
 from stores.qdrant.store import COLLECTION, PAGE, NewPoint, QdrantMemory, shared_store, subject_filter
 
 if TYPE_CHECKING:
@@ -98,6 +103,7 @@ class QdrantMemoryAdapter:
         self.store = shared_store(context)  # AdapterNotConfigured without ERASURE_QDRANT_PATH or qdrant-client
         self.requests = context.requests
         self.reads = QdrantReads(self.store)
+        self.lifecycle = QdrantLifecycle(self.store)
 
     def locate(self, subject: Subject) -> dict[str, int]:
         return {"qdrant_points": self.store.count(subject.subject_key)}
@@ -154,6 +160,18 @@ class QdrantMemoryAdapter:
     def items_left(self, scope: ForgetScope) -> int:
         """The forget verification's read (``QdrantReads``, its own scroll): the subject's points it covers."""
         return self.reads.points_covered(scope)
+
+    def expire_due(self, now: datetime, beat: Beat) -> LifecycleDone:
+        """``Expiring``: delete the points past their retention (a held owner's kept, counted)."""
+        return self.lifecycle.expire_due(now, beat)
+
+    def settle_superseded(self, beat: Beat) -> LifecycleDone:
+        """``Superseding``: retire the points a correction of the same owner names (state only)."""
+        return self.lifecycle.settle_superseded(beat)
+
+    def evict_over(self, caps: Caps, now: datetime, beat: Beat) -> LifecycleDone:
+        """``Evicting``: the memory policy's victims of every owner over the caps."""
+        return self.lifecycle.evict_over(caps, now, beat)
 
     def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
         points = sorted(

@@ -2,7 +2,8 @@
 
 The sweep sees subject keys, app names, memory ids (random UUIDs), request ids and counts; the raw user id
 of an expired row is read from the row by the filing activity and sealed in the forget request store, never
-returned to Temporal. Fields are only ever added with defaults.
+returned to Temporal. Its last activity (``expiry_stores``) runs the other stores' lifecycle capabilities and
+returns counts only. Fields are only ever added with defaults.
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ from workflows.contracts.declarations import declared_only
 EXPIRY_WORKFLOW = "ExpirySweepWorkflow"
 #: the id each scheduled run starts with (continue-as-new keeps it)
 EXPIRY_RUN_ID = "expiry-sweep-run"
+#: the chain's last run also runs the registered stores' lifecycle capabilities (``expiry_stores``)
+STORES_PATCH = "expiry-stores-lifecycle-v1"
 
 
 class ExpiryActivityNames:
     PAGE = "expiry_page"
     FILE = "expiry_file"
+    STORES = "expiry_stores"
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,12 @@ class ExpiryCounts:
     skipped_fenced: int = 0  # groups not filed: an erasure of the subject is running (it removes them)
     gone: int = 0  # groups whose rows were no longer there, or no longer expired, when filed
     pages: int = 0
+    # the other stores' lifecycle (``expiry_stores``): items expired, superseded, evicted; kept for a hold
+    stores_expired: int = 0
+    stores_superseded: int = 0
+    stores_evicted: int = 0
+    stores_held: int = 0
+    stores_failed: int = 0  # lifecycle passes that failed after their retries (the next run tries again)
 
 
 @dataclass(frozen=True)
@@ -90,6 +100,21 @@ class ExpiryFiled:
 
 
 @dataclass(frozen=True)
+class ExpiryStoresInput:
+    now: str  # the chain's cut-off (ISO 8601): what expired by then
+
+
+@dataclass(frozen=True)
+class ExpiryStoresDone:
+    expired: int = 0
+    superseded: int = 0
+    evicted: int = 0
+    held: int = 0
+    #: store name -> pass (expired, superseded, evicted) -> count; ``<pass>_held`` what a hold kept
+    stores: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class ExpiryProgress:
     status: str  # running | done | continued
     now: str
@@ -105,4 +130,9 @@ def expiry_page(inp: ExpiryPageInput) -> ExpiryPage:
 
 @activity.defn(name=ExpiryActivityNames.FILE)
 def expiry_file(inp: ExpiryFileInput) -> ExpiryFiled:
+    raise declared_only()
+
+
+@activity.defn(name=ExpiryActivityNames.STORES)
+def expiry_stores(inp: ExpiryStoresInput) -> ExpiryStoresDone:
     raise declared_only()
