@@ -26,6 +26,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
 
     from console.app import create_app
     from console.wiring import build_console
+    from workers.credential_reload import TemporalCredentials
     from workers.local_secrets import load_secrets
     from workers.temporal_client import connect
     from workers.wiring import build_platform, console_settings
@@ -39,13 +40,22 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
             client = await connect(settings, secrets)
             console = build_console(settings, secrets, platform, client)
             app = create_app(console)
+            # the Temporal credentials kept fresh: a renewed certificate, API key file or OAuth token
+            credentials, stop = TemporalCredentials(settings, secrets, client), asyncio.Event()
+            fresh = asyncio.create_task(
+                credentials.watch(None, stop, on_client=lambda new: setattr(console, "client", new))
+            )
             print(f"compliance API on http://{args.host}:{settings.serve_port} (OpenAPI at /openapi.json)")
             if settings.console_metrics_port:
                 from console.telemetry import serve_metrics
 
                 serve_metrics(console.metrics, args.host, settings.console_metrics_port)
                 print(f"Prometheus metrics on http://{args.host}:{settings.console_metrics_port}/metrics")
-            await uvicorn.Server(serve_config(app, args.host, settings)).serve()
+            try:
+                await uvicorn.Server(serve_config(app, args.host, settings)).serve()
+            finally:
+                stop.set()
+                await fresh
 
     asyncio.run(main())
     return 0
@@ -148,13 +158,13 @@ def _audit_verify(args: argparse.Namespace, settings: Settings) -> int:
 def register(sub: Any) -> None:
     """Add ``serve``, ``token`` and ``audit`` to the ``erasure`` parser."""
     sv = sub.add_parser("serve", help="serve the compliance API (OIDC or API-token authentication, roles, approval)")
-    sv.add_argument("--host", default="127.0.0.1")
+    sv.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 in a pod)")
     sv.set_defaults(handler=_serve)
 
     tk = sub.add_parser("token", help="create, list or revoke API tokens of the compliance API")
     tk_sub = tk.add_subparsers(dest="token_command", required=True)
     tc = tk_sub.add_parser("create", help="a new token (printed once; stored hashed)")
-    tc.add_argument("--name", required=True)
+    tc.add_argument("--name", required=True, help="what the token is for (shown on the tokens page)")
     tc.add_argument(
         "--role", action="append", required=True, help="its one role: requester, approver, auditor or admin"
     )
@@ -162,7 +172,7 @@ def register(sub: Any) -> None:
     tc.set_defaults(handler=_token_create)
     tk_sub.add_parser("list", help="every token, revoked ones too").set_defaults(handler=_token_list)
     tr = tk_sub.add_parser("revoke", help="revoke a token by its id")
-    tr.add_argument("token_id")
+    tr.add_argument("token_id", help="the token's id (erasure token list)")
     tr.add_argument("--by", required=True, help="who revokes it (recorded in the audit log)")
     tr.set_defaults(handler=_token_revoke)
 

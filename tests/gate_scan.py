@@ -33,7 +33,18 @@ USER_DATA_TABLES = frozenset(
 )
 #: method names that delete from an object store, a cache, a vector store or a directory tree
 DELETING_CALLS = frozenset(
-    {"delete_object", "delete_objects", "delete_versions", "delete", "unlink", "zrem", "hdel", "rmtree"}
+    {
+        "delete_object",
+        "delete_objects",
+        "delete_versions",
+        "delete",
+        "unlink",
+        "zrem",
+        "hdel",
+        "rmtree",
+        "set_payload",  # Qdrant: a point's payload rewritten (state, superseded_by)
+        "overwrite_payload",
+    }
 )
 #: the runtime code: every layer that runs in the worker, the console or the CLI
 RUNTIME = ("stores", "activities", "verifier", "workers", "console", "workflows")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -88,7 +88,9 @@ class TemporalCredentials:
         self._api_key = _digest(self.files.api_key)
         self.tokens: TokenSource | None = token_source(oauth_credentials(settings))
 
-    async def refresh(self, worker: Worker | Sequence[Worker] | None = None) -> Outcome:
+    async def refresh(
+        self, worker: Worker | Sequence[Worker] | None = None, on_client: Callable[[Client], None] | None = None
+    ) -> Outcome:
         """Read the files once; reconnect or replace the key if they changed (see the module). ``worker``:
         the process's worker, or its workers (the erasure's and the physical job's), given the new client."""
         tls, api_key = _digest(self.files.tls), _digest(self.files.api_key)
@@ -101,6 +103,8 @@ class TemporalCredentials:
             self.client, self._tls, self._api_key = client, tls, api_key
             for each in () if worker is None else (worker,) if isinstance(worker, Worker) else worker:
                 each.client = client
+            if on_client is not None:  # a holder of the client that is no worker (the console)
+                on_client(client)
             log.info("temporal_credentials_reloaded", files="tls", reconnected=True)
             return "reconnected"
         if api_key != self._api_key:
@@ -129,7 +133,13 @@ class TemporalCredentials:
             return every
         return max(1.0, min(every, self.tokens.seconds_until_due()))
 
-    async def watch(self, worker: Worker | Sequence[Worker] | None, stop: asyncio.Event, every: float = POLL) -> None:
+    async def watch(
+        self,
+        worker: Worker | Sequence[Worker] | None,
+        stop: asyncio.Event,
+        every: float = POLL,
+        on_client: Callable[[Client], None] | None = None,
+    ) -> None:
         """Refresh every ``every`` seconds until ``stop`` is set (nothing to watch: returns at once)."""
         if not self.files.any and self.tokens is None:
             return
@@ -138,6 +148,6 @@ class TemporalCredentials:
                 await asyncio.wait_for(stop.wait(), self._next_poll(every))
             except TimeoutError:
                 try:
-                    await self.refresh(worker)
+                    await self.refresh(worker, on_client)
                 except Exception as exc:  # a poll that broke is never the reason the worker stops
                     log.warning("temporal_credentials_not_reloaded", files="any", reason=type(exc).__name__)

@@ -57,11 +57,11 @@ def register(sub: Any) -> None:
         handler=_deployment
     )
     cur = dp_sub.add_parser("set-current", help="send new workflows to BUILD_ID (rollout; rollback: the old one)")
-    cur.add_argument("build_id")
+    cur.add_argument("build_id", help="the build id to make current (all new workflow tasks go to it)")
     ramp = dp_sub.add_parser("ramp", help="send PERCENT of new workflows to BUILD_ID; --off removes the ramp")
-    ramp.add_argument("build_id", nargs="?", default="")
-    ramp.add_argument("percent", nargs="?", type=float, default=0.0)
-    ramp.add_argument("--off", action="store_true")
+    ramp.add_argument("build_id", nargs="?", default="", help="the build id to ramp to")
+    ramp.add_argument("percent", nargs="?", type=float, default=0.0, help="the share of new workflows it gets (0-100)")
+    ramp.add_argument("--off", action="store_true", help="stop the ramp (the current build takes everything)")
     for p in (cur, ramp):
         p.add_argument("--wait", type=float, default=30.0, help="seconds to wait for the version's workers to poll")
         p.set_defaults(handler=_deployment)

@@ -125,7 +125,7 @@ def _unsuppress(args: argparse.Namespace, settings: Settings) -> int:
 
 def register(sub: Any, add_user_arguments: Any) -> None:
     fg = sub.add_parser("forget", help="forget one thing of a user: preview, then suppress, forget or erase a session")
-    fg.add_argument("--app", required=True)
+    fg.add_argument("--app", required=True, help="the app name the user's memory is under")
     add_user_arguments(fg)
     fg.add_argument("--about", help="a description, resolved through the recall path (previewed first)")
     fg.add_argument("--memory", nargs="+", metavar="ID", help="memory ids to act on (with --confirm)")
@@ -138,7 +138,7 @@ def register(sub: Any, add_user_arguments: Any) -> None:
     fg.add_argument("--requested-by", default=None, help="who asked (sealed at rest)")
     fg.set_defaults(handler=_forget)
     un = sub.add_parser("unsuppress", help="lift a suppression (only suppressions can be lifted)")
-    un.add_argument("--app", required=True)
+    un.add_argument("--app", required=True, help="the app name the user's memory is under")
     add_user_arguments(un)
     un.add_argument("--tombstone", required=True, help="the suppression's tombstone id")
     un.set_defaults(handler=_unsuppress)

@@ -164,7 +164,7 @@ def register(sub: Any, add_user_arguments: Any) -> None:
     mem_sub = mem.add_subparsers(dest="memory_command", required=True)
 
     show = mem_sub.add_parser("show", help="what is remembered about a user, by purpose, with provenance and state")
-    show.add_argument("--app", required=True)
+    show.add_argument("--app", required=True, help="the app name the user's memory is under")
     add_user_arguments(show)
     show.add_argument("--json", action="store_true", help="one JSON document (a machine-readable export)")
     show.add_argument("--out", metavar="FILE", help="write the JSON document to FILE (owner-only) instead of stdout")
@@ -173,7 +173,7 @@ def register(sub: Any, add_user_arguments: Any) -> None:
     ret = mem_sub.add_parser(
         "retire-idle", help="ingest sessions idle for N days into memory, then delete them and their artifacts"
     )
-    ret.add_argument("--app", required=True)
+    ret.add_argument("--app", required=True, help="the app whose idle sessions are retired")
     ret.add_argument("--idle-days", type=int, required=True, help="idle for longer than this many days")
     ret.add_argument("--dry-run", action="store_true", help="count only; change nothing")
     ret.add_argument("--limit", type=int, default=1000, help="at most this many idle sessions per run")

@@ -24,7 +24,7 @@ from temporalio.service import TLSConfig
 
 from workers import tracing
 from workers.codec import data_converter
-from workers.errors import ConfigError, ErasureCliError
+from workers.errors import ConfigError, ErasureCliError, ExitCode
 from workers.local_secrets import Secrets, load_secrets
 from workers.settings import Settings
 from workers.temporal_token import ClientCredentials, token_source
@@ -36,6 +36,8 @@ class TemporalUnreachable(ErasureCliError, RuntimeError):
     """The Temporal frontend could not be reached or refused the connection (TLS, credentials).
 
     Still a ``RuntimeError``, as the SDK's own connection error was, for callers that catch that."""
+
+    exit_code = ExitCode.UNREACHABLE
 
 
 def runtime_for(metrics_port: int) -> Runtime | None:

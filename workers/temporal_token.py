@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from workers.errors import ErasureCliError
+from workers.errors import ErasureCliError, ExitCode
 
 #: fetch the next token when this share of the current one's lifetime is left
 MARGIN = 0.25
@@ -33,6 +33,8 @@ TIMEOUT = 10.0
 
 class TokenRefused(ErasureCliError):
     """The token endpoint did not give a token (unreachable, refused the client, or answered nonsense)."""
+
+    exit_code = ExitCode.UNREACHABLE
 
 
 @dataclass(frozen=True)

@@ -111,7 +111,7 @@ async def test_request_status_receipt_and_reverify(
     assert (code, out.startswith("valid")) == (0, True)
     receipt.write_text(receipt.read_text().replace('"due_met": true', '"due_met": false'))
     code, out, _ = await cli(saga, temporal_env, "receipt", "verify", str(receipt))
-    assert code == 1
+    assert code == 4  # verification failed (exit codes: docs/operations.md)
     assert "altered or forged" in out
     code, out, _ = await cli(saga, temporal_env, "receipt", "public-key")
     assert out.startswith("-----BEGIN PUBLIC KEY-----")
@@ -138,7 +138,7 @@ async def _the_physical_attestation_through_the_cli(
     assert code == 0
     assert "  physical: pending (due by " in out
     code, _out, err = await cli(saga, env, "receipt", "show", request_id, "--physical")
-    assert code == 2
+    assert code == 3  # not found (yet)
     assert f"no physical attestation for request {request_id} (yet): physical: pending" in err
 
     job = PhysicalJobActivities(saga.platform, load_secrets(saga.settings).signing_key)
@@ -160,7 +160,7 @@ async def _the_physical_attestation_through_the_cli(
     assert code == 0, out
     assert f"(physical attestation: every store covered, run {run_id}) signed by this key, linked" in out
     code, out, _ = await cli(saga, env, "receipt", "verify", str(attestation), "--receipt", str(attestation))
-    assert code == 1  # an attestation is no receipt: its hash is not its own receipt_sha256
+    assert code == 4  # an attestation is no receipt: its hash is not its own receipt_sha256
     assert "NOT LINKED" in out
 
 

@@ -73,7 +73,7 @@ def test_stack_up_status_down(tmp_path: Path) -> None:
     assert down.returncode == 0, down.stderr
     assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids)
     after = run(env, "stack", "status")
-    assert after.returncode == 3
+    assert after.returncode == 6  # unreachable (docs/operations.md, "Exit codes")
     assert all(" stopped " in line for line in after.stdout.splitlines() if line.startswith("  "))
 
     # --purge deletes what the stack stored: its state directory and, as root, its Postgres directory
@@ -106,7 +106,7 @@ def test_unreachable_database_url_is_one_clear_message(tmp_path: Path) -> None:
     # status reports the external database as unreachable rather than failing
     assert "postgres  external-unreachable" in result.stdout
     up = run(env, "stack", "up", timeout=60)
-    assert up.returncode == 2
+    assert up.returncode == 6  # unreachable
     assert "Traceback" not in up.stderr
     assert "postgres: external endpoint 127.0.0.1:1/none is unreachable" in up.stderr
 

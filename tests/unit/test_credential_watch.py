@@ -15,7 +15,7 @@ class Breaking(TemporalCredentials):
         self.tokens = None
         self.polls = 0
 
-    async def refresh(self, worker: object = None) -> Outcome:
+    async def refresh(self, worker: object = None, on_client: object = None) -> Outcome:
         self.polls += 1
         raise RuntimeError("the new client uses another runtime")
 

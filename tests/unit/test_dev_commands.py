@@ -36,7 +36,7 @@ def test_every_dev_command_is_a_command() -> None:
 def test_dev_command_refused_in_production(
     argv: list[str], production: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(argv) == 2
+    assert main(argv) == 5  # refused (docs/operations.md, "Exit codes")
     out, err = capsys.readouterr()
     assert out == ""
     assert err.count("\n") == 1, err
@@ -78,7 +78,7 @@ def test_the_installed_command_refuses_without_a_traceback(tmp_path: Path) -> No
         timeout=60,
         check=False,
     )
-    assert result.returncode == 2
+    assert result.returncode == 5
     assert result.stdout == ""
     assert len(result.stderr.splitlines()) == 1, result.stderr
     assert "Traceback" not in result.stderr

@@ -6,16 +6,18 @@ package's commands (one module per group here: ``dev``, ``runtime``, ``requests`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 
 import psycopg
+from botocore.exceptions import EndpointConnectionError
 
-from stores.infra.errors import StoreError
+from stores.infra.errors import NotApproved, RequestNotFound, StoreError
 from workers import tracing
-from workers.errors import ErasureCliError
+from workers.errors import ErasureCliError, ExitCode
 from workers.logging_setup import configure_logging
 from workers.settings import Settings
 
@@ -66,8 +68,25 @@ ORDER = (
 )
 
 
+def version() -> str:
+    """The installed distribution's version (``erasure --version``)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("erasure-orchestrator")
+    except PackageNotFoundError:  # run from a checkout without installing it
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="erasure", description="Durable right-to-be-forgotten orchestration.")
+    parser = argparse.ArgumentParser(
+        prog="erasure",
+        description="Durable right-to-be-forgotten orchestration.",
+        epilog="Exit codes: 0 ok, 1 not done, 2 usage, 3 not found, 4 verification failed, 5 refused, "
+        "6 unreachable, 70 internal error, 130 interrupted (docs/operations.md, 'Exit codes').",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     from console import commands as console_commands
@@ -97,22 +116,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     refusal = refuse_in_production(args.command, os.environ)
     if refusal:
         print(f"erasure: error: {refusal}", file=sys.stderr)
-        return 2
+        return ExitCode.REFUSED
     try:
         settings = Settings.from_env()
         configure_logging(settings.log_format)
         tracing.configure(settings, SERVICE_NAMES.get(args.command, "erasure-cli"))
         handler: Handler = args.handler
         return handler(args, settings)
-    except (ErasureCliError, StoreError) as exc:
-        print(f"erasure: error: {exc}", file=sys.stderr)
-        return 2
+    except ErasureCliError as exc:
+        return _failed(str(exc), exc.exit_code)
+    except StoreError as exc:
+        return _failed(str(exc), STORE_ERRORS.get(type(exc), ExitCode.USAGE))
     except psycopg.OperationalError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"erasure: error: cannot reach Postgres: {first}", file=sys.stderr)
-        return 2
+        return _failed(f"cannot reach Postgres: {first}", ExitCode.UNREACHABLE)
+    except EndpointConnectionError as exc:
+        return _failed(f"cannot reach {exc.kwargs.get('endpoint_url', 'an AWS endpoint')}", ExitCode.UNREACHABLE)
+    except BrokenPipeError:  # ``erasure list | head``: the reader left; not an error (Python's own recipe)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return ExitCode.OK
     except KeyboardInterrupt:
-        return 130
+        return ExitCode.INTERRUPTED
+    except Exception as exc:  # never a traceback: the type only (a message could quote a user's data)
+        said = f"unexpected {type(exc).__name__} (a bug: please report the command that caused it)"
+        return _failed(said, ExitCode.INTERNAL)
+
+
+#: the store errors a command can end with, by kind (any other: usage)
+STORE_ERRORS: dict[type[StoreError], ExitCode] = {
+    RequestNotFound: ExitCode.NOT_FOUND,
+    NotApproved: ExitCode.REFUSED,
+}
+
+
+def _failed(message: str, code: int) -> int:
+    print(f"erasure: error: {message}", file=sys.stderr)
+    return code
 
 
 def run() -> None:
@@ -120,6 +159,7 @@ def run() -> None:
     threads can abort a finalising interpreter (PyGILState_Release), turning success into SIGABRT."""
     code = main()
     tracing.shutdown()  # the spans still buffered: os._exit runs no exit handlers
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(BrokenPipeError):  # the reader left before the last lines (``| head``)
+            stream.flush()
     os._exit(code)

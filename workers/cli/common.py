@@ -4,7 +4,9 @@ user (exactly as stored, or byte for byte in hex)."""
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable
+from datetime import date, datetime
 from typing import Any
 
 from workers.settings import Settings
@@ -25,3 +27,31 @@ def add_user_arguments(parser: argparse.ArgumentParser) -> None:
     who.add_argument(
         "--user-hex", help="the user id's UTF-8 bytes in hex, for ids a shell would trim or mangle (spaces, NBSP)"
     )
+
+
+def add_json(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON document instead of lines (for scripts; no personal data)"
+    )
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def print_json(document: Any) -> None:
+    """One JSON document on stdout: sorted keys, dates in ISO 8601 (what ``--json`` prints)."""
+    print(json.dumps(document, sort_keys=True, default=_plain))
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (a clear usage error otherwise, never a traceback)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+    return value

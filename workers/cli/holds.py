@@ -6,7 +6,8 @@ import argparse
 import asyncio
 from typing import Any
 
-from workers.cli.common import Adder, platform_for
+from workers.cli.common import Adder, add_json, platform_for, print_json
+from workers.errors import ExitCode
 from workers.settings import Settings
 
 
@@ -38,9 +39,20 @@ def _hold(args: argparse.Namespace, settings: Settings, place: bool) -> int:
                 if active is not None:
                     undelivered = f"Temporal at {settings.temporal_target} cannot be reached"
         what = "placed" if place else "released"
+        if args.json:
+            print_json(
+                {
+                    "subject_key": subject,
+                    "hold": what if changed else "unchanged",
+                    "active_request": active.request_id if active is not None else None,
+                    "notified": request_id is not None,
+                    "not_notified_because": undelivered or None,
+                }
+            )
+            return ExitCode.OK if changed else ExitCode.NOT_DONE
         if not changed:
             print(f"no change: a hold was {'already placed' if place else 'not in place'} for {subject}")
-            return 1
+            return ExitCode.NOT_DONE
         print(f"hold {what} for {subject} (recorded in the hold store)")
         if active is None:
             print(
@@ -56,7 +68,7 @@ def _hold(args: argparse.Namespace, settings: Settings, place: bool) -> int:
         elif active is not None and not request_id:
             hours = int(HOLD_RECHECK_MAX.total_seconds() // 3600)
             print(f"  it resumes at its next re-check of the hold store (within {hours} hours), or run this again")
-        return 0
+        return ExitCode.OK
 
     return asyncio.run(main())
 
@@ -64,10 +76,11 @@ def _hold(args: argparse.Namespace, settings: Settings, place: bool) -> int:
 def _adder(name: str, place: bool) -> Adder:
     def add(sub: Any) -> None:
         hp = sub.add_parser(name, help=f"{'place' if place else 'release'} a legal hold for a subject")
-        hp.add_argument("--app", required=True)
-        hp.add_argument("--user", required=True)
-        hp.add_argument("--reason", required=True)
+        hp.add_argument("--app", required=True, help="the app name the subject's data is under")
+        hp.add_argument("--user", required=True, help="the user id exactly as the platform stores it")
+        hp.add_argument("--reason", required=True, help="why (e.g. the case); recorded with the hold")
         hp.add_argument("--by", help="who decided")
+        add_json(hp)
         hp.set_defaults(handler=lambda a, s, place=place: _hold(a, s, place))
 
     return add

@@ -46,7 +46,7 @@ def _add_replay_tombstones(sub: Any) -> None:
 
 def _add_reseal_sessions(sub: Any) -> None:
     rs = sub.add_parser("reseal-sessions", help="seal google-adk session rows written before sealing (resumable)")
-    rs.add_argument("--page-size", type=int, default=200)
+    rs.add_argument("--page-size", type=int, default=200, help="rows per transaction (default 200)")
     rs.add_argument("--pages-per-run", type=int, default=100, help="pages per workflow run (then continue-as-new)")
     rs.add_argument("--no-wait", action="store_true", help="start it and return (progress: run it again)")
     rs.set_defaults(handler=_reseal_sessions)

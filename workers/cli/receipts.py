@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from workers.cli.common import Adder, platform_for
+from workers.cli.common import Adder, add_json, platform_for, print_json
 from workers.cli.requests import forget_status
-from workers.errors import ErasureCliError
+from workers.errors import ErasureCliError, ExitCode, NotFoundError
 from workers.settings import Settings
 
 
@@ -34,12 +34,12 @@ def _receipt_show(args: argparse.Namespace, settings: Settings) -> int:
             attestation = load_attestation(platform.pool, args.request_id)
             if attestation is None:
                 now = read_physical(platform.pool, args.request_id, body).line()
-                raise ErasureCliError(f"no physical attestation for request {args.request_id} (yet): physical: {now}")
+                raise NotFoundError(f"no physical attestation for request {args.request_id} (yet): physical: {now}")
             sys.stdout.write(attestation_bytes(attestation).decode())
             return 0
         physical = read_physical(platform.pool, args.request_id, body) if body is not None else None
     if document is None or body is None or physical is None:
-        raise ErasureCliError(f"no receipt for request {args.request_id} (yet)")
+        raise NotFoundError(f"no receipt for request {args.request_id} (yet)")
     if args.json:
         sys.stdout.write(document_bytes(document).decode())
         return 0
@@ -60,12 +60,19 @@ def _receipt_show(args: argparse.Namespace, settings: Settings) -> int:
 def _receipt_verify(args: argparse.Namespace, settings: Settings) -> int:
     from verifier.receipts.signing import ATTESTATION_SCHEMA_ID, InvalidReceipt, load_public_key, verify_bytes
 
-    key = load_public_key(Path(args.public_key).read_bytes()) if args.public_key else _public_key(settings)
+    key = load_public_key(_read(args.public_key)) if args.public_key else _public_key(settings)
+
+    def verdict(code: int, valid: bool, said: str, **more: Any) -> int:
+        if args.json:
+            print_json({"file": args.file, "signature_valid": valid, "exit_code": int(code), "verdict": said, **more})
+        else:
+            print(said)
+        return code
+
     try:
         body = verify_bytes(_read(args.file), key)
     except InvalidReceipt as exc:
-        print(f"INVALID: {exc}")
-        return 1
+        return verdict(ExitCode.VERIFICATION_FAILED, False, f"INVALID: {exc}")
     attestation = body.get("schema") == ATTESTATION_SCHEMA_ID
     if args.receipt:  # the attestation's link to its receipt: same request, the receipt's SHA-256
         if not attestation:
@@ -75,20 +82,19 @@ def _receipt_verify(args: argparse.Namespace, settings: Settings) -> int:
         try:
             receipt = verify_bytes(_read(args.receipt), key)
         except InvalidReceipt as exc:
-            print(f"INVALID: the receipt {args.receipt}: {exc}")
-            return 1
+            return verdict(ExitCode.VERIFICATION_FAILED, True, f"INVALID: the receipt {args.receipt}: {exc}")
         problem = link_problem(body, receipt)
         if problem:
-            print(f"NOT LINKED: {problem}")
-            return 1
+            return verdict(ExitCode.VERIFICATION_FAILED, True, f"NOT LINKED: {problem}")
     noun = "" if attestation else "receipt "  # an attestation's verdict names it
     done, what = receipt_verdict(body)
+    facts = {"request_id": body.get("request_id"), "kind": "attestation" if attestation else "receipt"}
     if done or args.any_status:
         linked = f", linked to the receipt {args.receipt}" if args.receipt else ""
-        print(f"valid: {noun}{body['request_id']} ({what}) signed by this key{linked}")
-        return 0
-    print(f"signature valid, but {noun}{body['request_id']} is {what}")
-    return 1
+        return verdict(
+            ExitCode.OK, True, f"valid: {noun}{body['request_id']} ({what}) signed by this key{linked}", **facts
+        )
+    return verdict(ExitCode.NOT_DONE, True, f"signature valid, but {noun}{body['request_id']} is {what}", **facts)
 
 
 def _read(path: str) -> bytes:
@@ -147,7 +153,7 @@ def _reverify(args: argparse.Namespace, settings: Settings) -> int:
     from workflows.contracts.erasure import VERIFIER_WORKFLOW, VerifyResult
 
     if args.request_id.startswith("fr_"):  # a forget: its own store and workflow
-        return forget_status(args.request_id, settings)
+        return forget_status(args.request_id, settings, args.json)
 
     async def main() -> int:
         with platform_for(settings) as platform:
@@ -162,10 +168,23 @@ def _reverify(args: argparse.Namespace, settings: Settings) -> int:
             task_queue=settings.task_queue,
             result_type=VerifyResult,
         )
+        code = ExitCode.OK if result.passed else ExitCode.VERIFICATION_FAILED
+        if args.json:
+            print_json(
+                {
+                    "request_id": row.request_id,
+                    "passed": result.passed,
+                    "checks": [
+                        {"check": c.check, "passed": c.passed, "counts": c.counts, "detail": c.detail}
+                        for c in result.checks
+                    ],
+                }
+            )
+            return code
         for check in result.checks:
             print(f"  {'ok ' if check.passed else 'BAD'} {check.check:<14} {check.detail}")
         print("verification passed" if result.passed else "verification FAILED")
-        return 0 if result.passed else 1
+        return code
 
     return asyncio.run(main())
 
@@ -173,8 +192,8 @@ def _reverify(args: argparse.Namespace, settings: Settings) -> int:
 def _add_receipt(sub: Any) -> None:
     rc = sub.add_parser("receipt", help="show, verify or get the key of signed receipts")
     rc_sub = rc.add_subparsers(dest="receipt_command", required=True)
-    show = rc_sub.add_parser("show")
-    show.add_argument("request_id")
+    show = rc_sub.add_parser("show", help="a request's receipt in words, or its signed document")
+    show.add_argument("request_id", help="the erasure request id (er_...)")
     show.add_argument("--json", action="store_true", help="print the signed receipt document")
     show.add_argument(
         "--physical",
@@ -185,7 +204,7 @@ def _add_receipt(sub: Any) -> None:
     ver = rc_sub.add_parser(
         "verify",
         help="exit 0 if the signature is valid and the erasure completed (a physical attestation: every store "
-        "covered), 1 if not (with the reason)",
+        "covered), 1 if validly signed but not completed, 4 if the signature or the link does not verify",
     )
     ver.add_argument("file", help="a receipt or a physical attestation (JSON)")
     ver.add_argument(
@@ -197,6 +216,7 @@ def _add_receipt(sub: Any) -> None:
         "--any-status", action="store_true", help="exit 0 for any validly signed receipt, whatever its status"
     )
     ver.add_argument("--public-key", help="PEM file (default: this deployment's key)")
+    add_json(ver)
     ver.set_defaults(handler=_receipt_verify)
     rc_sub.add_parser("public-key", help="print the receipt signing public key (PEM)").set_defaults(
         handler=_receipt_public_key
@@ -204,8 +224,9 @@ def _add_receipt(sub: Any) -> None:
 
 
 def _add_verify(sub: Any) -> None:
-    rv = sub.add_parser("verify", help="re-run the verifier on a request (changes nothing)")
-    rv.add_argument("request_id")
+    rv = sub.add_parser("verify", help="re-run the verifier on a request (changes nothing; exit 4 if it fails)")
+    rv.add_argument("request_id", help="the erasure request id (er_...; a forget's fr_... shows its state)")
+    add_json(rv)
     rv.set_defaults(handler=_reverify)
 
 

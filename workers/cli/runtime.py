@@ -91,7 +91,7 @@ def _add_migrate(sub: Any) -> None:
 
 def _add_codec_server(sub: Any) -> None:
     cs = sub.add_parser("codec-server", help="serve the payload codec so Temporal UI can decode payloads")
-    cs.add_argument("--port", type=int, default=8081)
+    cs.add_argument("--port", type=int, default=8081, help="port to listen on (default 8081)")
     cs.set_defaults(handler=_codec_server)
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 from typing import Any
 
-from workers.cli.common import Adder
+from workers.cli.common import Adder, add_json, print_json
+from workers.errors import ExitCode
 from workers.settings import Settings
 
 
@@ -23,6 +25,9 @@ def _schedule(args: argparse.Namespace, settings: Settings) -> int:
             print(f"schedules {', '.join(schedule.BY_NAME.values())}: {outcome}")
         elif args.schedule_command == "list":
             views = await schedule.list_schedules(client)
+            if args.json:
+                print_json([dataclasses.asdict(v) for v in views])
+                return ExitCode.OK
             for v in views:
                 state = "paused" if v.paused else "active"
                 print(f"{v.schedule_id}  {state}  every {v.every}  recent runs {v.recent_runs}  next {v.next_runs[:1]}")
@@ -37,7 +42,7 @@ def _schedule(args: argparse.Namespace, settings: Settings) -> int:
         else:
             await schedule.trigger(client, schedule_id=chosen)
             print(f"schedule {chosen}: triggered (skipped if a run is still going)")
-        return 0
+        return ExitCode.OK
 
     return asyncio.run(main())
 
@@ -49,13 +54,18 @@ def _add_schedule(sub: Any) -> None:
         "schedule",
         help="manage the scheduled jobs (late writers, retention expiry, key epochs, physical clean-up, reconciler)",
     )
-    sc.add_argument("schedule_command", choices=["install", "list", "pause", "resume", "trigger"])
+    sc.add_argument(
+        "schedule_command",
+        choices=["install", "list", "pause", "resume", "trigger"],
+        help="install (or update) every schedule, list them, or pause/resume/trigger the one --sweep names",
+    )
     sc.add_argument(
         "--sweep",
         choices=sorted(BY_NAME),
         default="late-writer",
         help="which schedule pause/resume/trigger act on (install and list cover all of them)",
     )
+    add_json(sc)  # list only: the others print one line of what they did
     sc.set_defaults(handler=_schedule)
 
 

@@ -65,14 +65,15 @@ class ConsoleSettings(BaseModel):
         default=30,
         ge=1,
         le=100000,
-        description="Forget previews an hour of one data subject, whoever asks, then 429 (in each console process).",
+        description="Forget previews an hour of one data subject, whoever asks, then 429 (counted in Postgres: "
+        "one budget for every console process).",
     )
     console_preview_burst_alert: int = Field(
         default=10,
         ge=1,
         le=100000,
-        description="A data subject previewed more than this many times in an hour is audited (preview_burst) and "
-        "logged as a warning, once each time the count passes it.",
+        description="A data subject previewed more than this many times in an hour's window is audited "
+        "(preview_burst) and logged as a warning, once per window, when the count first passes it.",
     )
     approval_waiting_seconds: int = Field(
         default=0,
