@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from google.adk.memory.memory_entry import MemoryEntry
 from google.genai import types
+from psycopg.types.json import Jsonb
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
@@ -53,6 +54,7 @@ from stores.operations.session_retirement import retire_idle_sessions
 from stores.physical.evidence import table_stats
 from stores.physical.vacuum import tables_of
 from stores.platform import Platform
+from stores.sessions.reseal import AdkResealer
 from tests.saga_harness import SagaHarness
 from verifier.receipts.attestation import file_physical
 from workers.local_secrets import load_secrets
@@ -118,6 +120,17 @@ def one_session(platform: Platform, subject: Subject) -> Target:
         ).fetchall()
     assert rows, "the seeded subject has no session rows"
     return Target(subject, [str(r[0]) for r in rows], session_id=str(rows[0][1]))
+
+
+def a_plain_state(platform: Platform, subject: Subject) -> Target:
+    """The subject's user state as a row the plain google-adk writer left before sealing (what re-seal seals)."""
+    with platform.pool.connection() as conn:
+        conn.execute(
+            "INSERT INTO user_states (app_name, user_id, state, update_time) VALUES (%s, %s, %s, now()) "
+            "ON CONFLICT (app_name, user_id) DO UPDATE SET state = EXCLUDED.state",
+            (subject.app_name, subject.subject_key, Jsonb({"lang": "pt", "plain": True})),
+        )
+    return Target(subject)
 
 
 def _fact(
@@ -333,6 +346,14 @@ def lifecycle_replay(event: str) -> Run:
     return run
 
 
+async def reseal(h: SagaHarness, target: Target) -> int:
+    """``erasure reseal-sessions``' page over the cell's app (its two users' user states: the cell's own app
+    sorts them first); a held owner's plain row is left as it is and counted."""
+    resealer = AdkResealer(h.platform.pool, h.platform.keys, h.platform.config.subject_secret)
+    page = await asyncio.to_thread(resealer.page, "user_states", (target.subject.app_name, ""), 2)
+    return page.held
+
+
 async def physical_job(h: SagaHarness, target: Target) -> int:
     """The platform's physical clean-up job run for the subject's request (filed as a finished erasure is):
     vacuum, compaction, the keys table's rewrite. It reads no hold: it changes no live row."""
@@ -393,4 +414,5 @@ ENTRY_POINTS: dict[str, EntryPoint] = {
         for event in EVENTS
     },
     "physical job": EntryPoint(physical_job, holds=False, observe=vacuums),
+    "re-seal": EntryPoint(reseal, a_plain_state),
 }
