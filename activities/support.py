@@ -20,6 +20,7 @@ from stores.adapters.interface import Subject
 from stores.infra.errors import InvalidIdentifier, RecordInvalid, RequestNotFound, UnknownSchema
 from stores.platform import Platform
 from stores.privacy.redaction import mask, sensitive
+from verifier.receipts.signing import UnsignableDocument
 from workflows.contracts import error_types
 from workflows.contracts.erasure import activity_label
 
@@ -88,6 +89,8 @@ def _translated(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         raise non_retryable(mask(str(exc)), error_types.REQUEST_NOT_FOUND) from None
     except RecordInvalid as exc:
         raise non_retryable(mask(str(exc)), error_types.RECORD_INVALID) from None
+    except UnsignableDocument as exc:
+        raise non_retryable(mask(str(exc)), error_types.UNSIGNABLE_DOCUMENT) from None
     except PermissionError as exc:
         raise non_retryable(mask(str(exc)), error_types.PERMISSION_DENIED) from None
     except psycopg.errors.InsufficientPrivilege:

@@ -86,3 +86,24 @@ def test_the_worker_builds_every_worker_with_the_boundary() -> None:
     from workers.worker import worker_interceptors
 
     assert any(isinstance(i, StepBoundary) for i in worker_interceptors(approvals=None))  # type: ignore[arg-type]
+
+
+def test_a_body_the_signer_refuses_fails_the_step_at_once() -> None:
+    """Issue 42 item 2: a float in a receipt is a bug no retry fixes (it was a plain ValueError: retried for
+    ever); the error names the field's path, never its value."""
+    from temporalio.testing import ActivityEnvironment
+
+    from activities.boundary import at_the_boundary
+    from verifier.receipts.signing import SCHEMA_ID, sign, signing_key
+
+    @activity.defn(name="boundary_signs")
+    def signs() -> object:
+        body = {"schema": SCHEMA_ID, "request_id": "er_1", "physical": {"window_minutes": 5.0}}
+        return sign(body, signing_key(bytes(32)))
+
+    with pytest.raises(ApplicationError) as failed:
+        ActivityEnvironment().run(at_the_boundary(signs))
+    assert failed.value.type == error_types.UNSIGNABLE_DOCUMENT
+    assert failed.value.non_retryable
+    assert "window_minutes" in str(failed.value)
+    assert "5.0" not in str(failed.value)

@@ -9,6 +9,9 @@ USER_ID_FORGOTTEN = "UserIdAlreadyForgotten"
 VERIFICATION_FAILED = "VerificationFailed"
 #: raised non-retryable by the activity itself (not listed below, so recorded retry policies stay as they were)
 RECORD_INVALID = "RecordInvalid"
+#: a receipt or attestation body the signer refuses (a float, an integer beyond 2^53, a key that is not a string):
+#: a bug no retry fixes, so the step fails at once with the field's path (raised non-retryable)
+UNSIGNABLE_DOCUMENT = "UnsignableDocument"
 #: item forgetting: a legal hold on the subject refuses a destructive forget (raised non-retryable)
 LEGAL_HOLD = "LegalHoldActive"
 #: the worker's approval gate: no valid approval recorded for the request, or the activity was called from a
