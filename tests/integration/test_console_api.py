@@ -563,10 +563,12 @@ async def test_a_forwarded_ketch_delete_request_is_filed_told_back_and_deduplica
     await api.saga.seed(APP, [target])
     receiver = Receiver()
     receiver.refused = 1  # accept every delivery
-    platform = api.saga.platform
-    original = platform.config
-    # the entry names the receiver's port: one naming none allows only the scheme's default (issue 40)
-    platform.config = dataclasses.replace(original, callback_allowlist=(f"http://127.0.0.1:{receiver.port}",))
+    # the entry names the receiver's port: one naming none allows only the scheme's default (issue 40); both
+    # the console's platform (its own database login: intake checks the callbacks) and the worker's (delivers)
+    platforms = [api.saga.platform, api.app.state.console.platform]
+    originals = [p.config for p in platforms]
+    for platform, original in zip(platforms, originals, strict=True):
+        platform.config = dataclasses.replace(original, callback_allowlist=(f"http://127.0.0.1:{receiver.port}",))
     try:
         admin = api.bearer("ada@ops.example", "admin")
         made = await api.http.post("/api/tokens", json={"name": "ketch", "roles": ["requester"]}, headers=admin)
@@ -638,7 +640,8 @@ async def test_a_forwarded_ketch_delete_request_is_filed_told_back_and_deduplica
         assert approved.status_code == 200
         assert (await api.saga.result(request_id)).status == "completed"
     finally:
-        platform.config = original
+        for platform, original in zip(platforms, originals, strict=True):
+            platform.config = original
         receiver.stop()
     events = [json.loads(body) for _headers, body in receiver.received]
     uid = forwarded["metadata"]["uid"]
