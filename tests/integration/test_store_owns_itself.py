@@ -1,13 +1,18 @@
 """A store is one folder (issue 39, item 6): what it does comes from its adapter, never a list elsewhere.
 
 The store here is what docs/adding-a-store.md has a platform add: a Postgres table of its own
-(``owned_notes``) and an adapter registered by entry point only (a throwaway distribution on ``sys.path``, as
-``test_adapter_plugin`` does), which claims its table and forgets items. With no edit outside it:
+(``owned_notes``) and an adapter registered by entry point only (``tests/plugins/owned_notes.py``, installed as a
+throwaway distribution on ``sys.path``, as ``test_adapter_plugin`` does), which claims its table and forgets
+items. With no edit outside it:
+
+- the presence probe finds the subject's rows there: at a request's start (what it records as found, for a
+  subject whose only data is in that store) and among the other spellings of an id;
 
 - the platform's physical job vacuums its table: the table is in the vacuum's evidence in the signed
   attestation, with Postgres's own counters moved on (old code: a fixed list of four tables);
 - an item forget of a user with rows in it runs the store's ``forget_items`` and checks ``items_left``, not
   refused ``PLAN_INCOMPLETE``;
+- the hold matrix runs its cells over it (``test_hold_matrix``: a held subject's rows there byte-identical);
 - the Qdrant store forgets items: a forgotten item's point goes with the forget (old code: the forget was
   refused while the subject had points, and no point was ever reached).
 """
@@ -15,133 +20,78 @@ The store here is what docs/adding-a-store.md has a platform add: a Postgres tab
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import unicodedata
 import uuid
-from collections.abc import Iterator, Mapping
-from datetime import datetime
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from temporalio.testing import ActivityEnvironment
 
-from stores.adapters.interface import Beat, Bound, DataClaims, ForgetScope, Remaining, Subject, Swept
-from stores.books.request_record import RequestRecord
-from stores.ledgers.owner_holds import refuse_if_held
+from activities.request import RequestActivities
+from stores.operations.presence import presence_by_store
 from stores.platform import Platform
 from stores.privacy.identity import subject_key
-from tests.integration.test_adapter_plugin import install_distribution
+from tests.adapter_wrap import open_request
+from tests.plugins.owned_notes import TABLE, insert, installed
 from tests.saga_harness import SagaHarness
 from workers.local_secrets import load_secrets
 from workers.settings import Settings
 from workers.stack.seeding.seeder import user_ids
 from workers.wiring import build_platform
 from workers.worker import build_worker
+from workflows.contracts.erasure import StepInput
 
 pytestmark = [pytest.mark.integration]
 
 APP = "owned-notes"
-TABLE = "owned_notes"
-ENTRY = "[erasure.adapters]\nowned_notes = tests.integration.test_store_owns_itself:OwnedNotesAdapter\n"
-
-
-class OwnedNotesAdapter:
-    """The guide's Postgres store: one table, its rows by subject key; every delete through the hold gate."""
-
-    name = "owned_notes"
-    after: tuple[str, ...] = ("memory",)
-    batched = False
-
-    def __init__(self, context: Any) -> None:
-        self.pool, self.secret = context.pool, context.subject_secret
-
-    def locate(self, subject: Subject) -> dict[str, int]:
-        with self.pool.connection() as conn:
-            row = conn.execute(
-                f"SELECT count(*) FROM {TABLE} WHERE subject_key = %s", (subject.subject_key,)
-            ).fetchone()
-        return {"owned_notes": int(row[0]) if row else 0}
-
-    def _delete(self, subject: str, where: str, args: tuple[Any, ...]) -> int:
-        with self.pool.connection() as conn, conn.transaction():
-            refuse_if_held(conn, [subject])
-            return int(conn.execute(f"DELETE FROM {TABLE} WHERE subject_key = %s{where}", (subject, *args)).rowcount)
-
-    def erase(self, subject: Subject, cursor: Mapping[str, Any], beat: Beat) -> dict[str, int]:
-        return {"owned_notes": self._delete(subject.subject_key, "", ())}
-
-    def remaining(self, subject: Subject, record: RequestRecord, bound: Bound | None, beat: Beat) -> Remaining:
-        before = bound.erased_at if bound else datetime.max.astimezone()
-        with self.pool.connection() as conn:
-            row = conn.execute(
-                f"SELECT count(*) FROM {TABLE} WHERE subject_key = %s AND created_at < %s",
-                (subject.subject_key, before),
-            ).fetchone()
-        return Remaining({"owned_notes": int(row[0]) if row else 0})
-
-    def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:
-        if before is None:
-            return Swept({"owned_notes": self._delete(subject.subject_key, "", ())})
-        return Swept({"owned_notes": self._delete(subject.subject_key, " AND created_at < %s", (before,))})
-
-    def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                f"SELECT id, note FROM {TABLE} WHERE subject_key = %s ORDER BY id",
-                (subject_key(self.secret, app_name, user_id),),
-            ).fetchall()
-        return {"owned_notes": hashlib.sha256(repr(rows).encode()).hexdigest(), "counts": {"owned_notes": len(rows)}}
-
-    def claims(self) -> DataClaims:
-        return DataClaims(tables=(TABLE,))
-
-    def _covered(self, scope: ForgetScope) -> list[str]:
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                f"SELECT id, note, session_ref FROM {TABLE} WHERE subject_key = %s", (scope.subject_key,)
-            ).fetchall()
-        return [
-            i
-            for i, note, ref in rows
-            if i in scope.memory_ids or (ref and ref == scope.session_ref) or scope.covers(i, note)
-        ]
-
-    def forget_items(self, scope: ForgetScope, beat: Beat) -> dict[str, int]:
-        going = self._covered(scope)
-        return {"owned_notes": self._delete(scope.subject_key, " AND id = ANY(%s)", (going,)) if going else 0}
-
-    def items_left(self, scope: ForgetScope) -> int:
-        return len(self._covered(scope))
 
 
 def write_owned(platform: Platform, app: str, user: str, note: str, session_ref: str | None = None) -> str:
-    """What the platform's own writer does: one row under the user's subject key (in clear: a test store)."""
-    row_id = str(uuid.uuid4())
-    with platform.pool.connection() as conn:
-        conn.execute(
-            f"INSERT INTO {TABLE} (id, subject_key, app_name, session_ref, note) VALUES (%s, %s, %s, %s, %s)",
-            (row_id, subject_key(platform.config.subject_secret, app, user), app, session_ref, note),
-        )
-    return row_id
+    """What the platform's own writer does: one row under the user's subject key."""
+    return insert(platform.pool, platform.config.subject_secret, app, user, note, session_ref)
 
 
 @pytest.fixture
-def owned_store(platform: Platform, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The store installed (its table, its distribution on ``sys.path``); dropped after, so the data map of
-    the other tests (which do not register it) never sees an unclaimed table."""
-    with platform.pool.connection() as conn:
-        conn.execute(
-            f"CREATE TABLE IF NOT EXISTS {TABLE} (id text PRIMARY KEY, subject_key text NOT NULL, "
-            "app_name text NOT NULL, session_ref text, note text NOT NULL, created_at timestamptz DEFAULT now())"
-        )
-        conn.execute(f"CREATE INDEX IF NOT EXISTS {TABLE}_subject ON {TABLE} (subject_key)")
-    site = tmp_path / "site-packages"
-    install_distribution(site, "owned-notes-store", ENTRY)
-    monkeypatch.syspath_prepend(str(site))
-    try:
+def owned_store(platform: Platform, tmp_path: Path) -> Iterator[None]:
+    """The store installed (its table, its distribution on ``sys.path``); dropped after."""
+    with installed(platform.pool, tmp_path / "site-packages"):
         yield
+
+
+def test_the_presence_probe_finds_a_subjects_rows_in_a_store_added_as_a_package(
+    local_stack: Settings, owned_store: None
+) -> None:
+    """A subject whose only data is three rows in the package's table: the request's start records them as
+    found there (not "nothing found"), and the other-spellings warning names a spelling whose only data is
+    there; another subject's rows are not counted. Both probes are every adapter's ``locate``."""
+    from workers.service import other_spellings_with_data
+
+    platform = build_platform(local_stack, key_cache_ttl=0.0)
+    try:
+        assert "owned_notes" in platform.adapters.names
+        run = uuid.uuid4().hex[:6]
+        user, other = f"owned-probe-{run}@example.org", f"owned-probe-other-{run}@example.org"
+        for n in range(3):
+            write_owned(platform, APP, user, f"note {n}")
+        write_owned(platform, APP, other, "someone else's note")
+
+        subject = open_request(platform, APP, user)
+        step = StepInput(subject.request_id, subject.subject_key, APP)
+        ActivityEnvironment().run(RequestActivities(platform).begin_request, step)
+        found = platform.requests.record(subject.request_id).found_at_start or {}
+        assert found["owned_notes"] == 3, found
+        assert not {k: v for k, v in found.items() if k != "owned_notes" and v}, found  # only there
+        by_store = presence_by_store(platform, APP, user, subject.subject_key)
+        assert by_store["owned_notes"] == {"owned_notes": 3}
+
+        given = unicodedata.normalize("NFC", f"zoë-owned-{run}")
+        spelled = unicodedata.normalize("NFD", given)
+        assert other_spellings_with_data(platform, APP, given) == []
+        write_owned(platform, APP, spelled, "a note under the other spelling")
+        assert other_spellings_with_data(platform, APP, given) == [spelled]
     finally:
-        with platform.pool.connection() as conn:
-            conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
+        platform.close()
 
 
 def _vacuums(platform: Platform, table: str) -> int:
@@ -206,8 +156,6 @@ def _qdrant_points(platform: Platform, sk: str) -> dict[str, str]:
 async def test_an_item_forget_reaches_the_qdrant_store_and_its_check_can_fail(
     local_stack: Settings, tmp_path: Path
 ) -> None:
-    from temporalio.testing import ActivityEnvironment
-
     from activities.forget import ForgetActivities
     from stores.forgetting.requests import ForgetPayload
     from stores.qdrant.store import NewPoint
@@ -280,8 +228,6 @@ def test_the_qdrant_forget_deletes_nothing_of_a_held_owner(local_stack: Settings
 async def test_an_item_forget_reaches_a_store_added_as_a_package(local_stack: Settings, owned_store: None) -> None:
     """A user with rows in the guide's store is forgotten there by its ``forget_items`` (not refused
     ``PLAN_INCOMPLETE``), its ``items_left`` is the forget's check, and a row written back fails it."""
-    from temporalio.testing import ActivityEnvironment
-
     from activities.forget import ForgetActivities
     from stores.forgetting.requests import ForgetPayload
     from tests.forget_fixtures import ingest, make_sessions
