@@ -15,6 +15,13 @@ compacts what was deleted before; it reads no hold). Paths that write a row of t
 do (a correction, a contradiction, a re-statement) say ``writes=True``: the owner's new row is theirs to
 write, and every row they held before must stay byte-identical.
 
+Paths that act on every registered store through its adapter say how far they reach (``reach``): all the
+subject's data there (``"subject"``: the erase step, both sweeps, the restore replay) or the copies of the
+target's items there (``"items"``: forgetting). The matrix runs those over a platform with more stores (a store
+added as a package, the Qdrant store): the stores' data comes from their own ``seed`` hooks (``Seeded``, what
+the seeders call) and, for the items a forget covers, from ``copy_items`` (``CopiesItems``, test support beside
+``fingerprint``: what the platform's writer does when it keeps a copy of memory items in the store).
+
 Decay changes no row by itself: a row's confidence is computed when it is read (``DECAYED_SQL``). The one
 change to a row's decay is a re-statement that resets it (``reinforced_at``, ``confidence``), so the decay
 row ages the subject's row into the review band and has the words written again.
@@ -23,10 +30,10 @@ row ages the subject's row into the review band and has the words written again.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from google.adk.memory.memory_entry import MemoryEntry
 from google.genai import types
@@ -64,6 +71,8 @@ from workflows.contracts.expiry import ExpiryFileInput
 from workflows.contracts.forget import ForgetStep
 
 Role = Literal["subject", "derived owner"]
+#: how far a path reaches into each registered store: everything of the subject's, or the target items' copies
+Reach = Literal["subject", "items"]
 #: the held user is the one the path acts on; or the owner of a summary drawn from that subject's rows
 ROLES: tuple[Role, ...] = ("subject", "derived owner")
 SUBJECT_ONLY: tuple[Role, ...] = ("subject",)
@@ -90,6 +99,27 @@ Observe = Callable[[SagaHarness, Target], Awaitable[object]]
 def fingerprints(platform: Platform, app: str, user: str) -> dict[str, Any]:
     """Every registered store's fingerprint of the user (the stores the matrix is generated from)."""
     return {name: platform.adapters.get(name).fingerprint(app, user) for name in platform.adapters.names}
+
+
+@runtime_checkable
+class CopiesItems(Protocol):
+    """Test support an adapter may offer beside ``fingerprint``: write a copy of each of the user's memory items
+    (id -> text) into its store, as the platform's writer does when it keeps one (under the item's id)."""
+
+    def copy_items(self, app_name: str, user_id: str, items: Mapping[str, str]) -> int: ...
+
+
+def copy_target_items(platform: Platform, target: Target) -> list[str]:
+    """A copy of the target's items in every registered store that takes one (``CopiesItems``): their names."""
+    subject, store = target.subject, platform.memory_store
+    items = {i: text for i in target.memory_ids for text in store.texts_of(subject.subject_key, [i])}
+    assert items, "the target's items are not readable"
+    took = []
+    for adapter in platform.adapters.in_order():
+        if isinstance(adapter, CopiesItems):
+            adapter.copy_items(subject.app_name, subject.raw_user_id(), items)
+            took.append(adapter.name)
+    return took
 
 
 # ----- prepare: the rows a path acts on, written before anything is fingerprinted ----------------------------
@@ -376,21 +406,23 @@ class EntryPoint:
     holds: bool = True  # its result counts what a hold kept (False: it may go ahead, changing nothing held)
     writes: bool = False  # it writes a row of the owner: only the rows held before must stay byte-identical
     observe: Observe = every_store
+    reach: Reach | None = None  # it acts on every registered store through its adapter (see the module)
 
 
 def forget_entry(strength: str) -> EntryPoint:
     """A forget at ``strength``: a suppression deletes nothing and may go ahead under a hold (it hides the
     subject's items from recall: what it changes); a session erasure acts on one session's rows."""
     if strength == "suppress":
-        return EntryPoint(forget_at(strength), own_rows, holds=False, observe=recalled)
-    return EntryPoint(forget_at(strength), one_session if strength == "erase_session" else own_rows, ROLES)
+        return EntryPoint(forget_at(strength), own_rows, holds=False, observe=recalled, reach="items")
+    prepare = one_session if strength == "erase_session" else own_rows
+    return EntryPoint(forget_at(strength), prepare, ROLES, reach="items")
 
 
 ENTRY_POINTS: dict[str, EntryPoint] = {
-    "erase step": EntryPoint(erase_steps, own_rows, ROLES),
-    "second sweep": EntryPoint(second_sweep, own_rows, ROLES),
-    "scheduled sweep": EntryPoint(scheduled_sweep, own_rows, ROLES),
-    "restore replay": EntryPoint(restore_replay, own_rows, ROLES),
+    "erase step": EntryPoint(erase_steps, own_rows, ROLES, reach="subject"),
+    "second sweep": EntryPoint(second_sweep, own_rows, ROLES, reach="subject"),
+    "scheduled sweep": EntryPoint(scheduled_sweep, own_rows, ROLES, reach="subject"),
+    "restore replay": EntryPoint(restore_replay, own_rows, ROLES, reach="subject"),
     "idle-session retirement": EntryPoint(idle_retirement),
     **{f"forget: {strength}": forget_entry(strength) for strength in STRENGTHS},
     "expiry": EntryPoint(expiry, an_expired_fact, ROLES),
