@@ -2,7 +2,9 @@
 
 The store: note files on disk, one folder per subject (``<root>/<app>/<subject key>/<note id>.txt``), the
 root taken from ``NOTES_STORE_DIR``. The adapter erases them 10 per batch, resuming from its cursor; its
-``remaining`` reads the folder with its own listing; its sweep removes notes older than the erasure.
+``remaining`` reads the folder with its own listing; its sweep removes notes older than the erasure. Every
+delete goes through the one gate (``gated``: the owner's hold read, under its hold lock, batch by batch), as
+docs/adding-a-store.md asks of a store's destructive primitive.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 from stores.adapters.context import StoreContext
 from stores.adapters.interface import Beat, Bound, Remaining, Subject, Swept
 from stores.books.request_record import RequestRecord
+from stores.ledgers.owner_holds import gated
 from stores.platform import Platform
 from stores.privacy.identity import key_part, subject_key
 
@@ -57,9 +60,10 @@ class NotesAdapter:
         where = folder(subject.app_name, subject.subject_key)
         files = sorted(where.glob("*.txt")) if where.is_dir() else []
         for start in range(0, len(files), BATCH):
-            for path in files[start : start + BATCH]:
-                path.unlink(missing_ok=True)
-                removed += 1
+            with gated(self.context.pool, [subject.subject_key]):
+                for path in files[start : start + BATCH]:
+                    path.unlink(missing_ok=True)
+                    removed += 1
             beat({"removed": removed})
         return {"notes": removed}
 
@@ -77,11 +81,12 @@ class NotesAdapter:
     def sweep_before(self, subject: Subject, before: datetime | None, keys_shredded_at: datetime | None) -> Swept:
         where = folder(subject.app_name, subject.subject_key)
         removed = 0
-        for path in sorted(where.glob("*.txt")) if where.is_dir() else []:
-            dated = datetime.fromtimestamp(path.stat().st_mtime).astimezone()
-            if before is None or dated < before:
-                path.unlink(missing_ok=True)
-                removed += 1
+        with gated(self.context.pool, [subject.subject_key]):
+            for path in sorted(where.glob("*.txt")) if where.is_dir() else []:
+                dated = datetime.fromtimestamp(path.stat().st_mtime).astimezone()
+                if before is None or dated < before:
+                    path.unlink(missing_ok=True)
+                    removed += 1
         return Swept({"notes": removed})
 
     def fingerprint(self, app_name: str, user_id: str) -> dict[str, Any]:
