@@ -21,7 +21,9 @@ The console's modules, one way only (a router imports shared modules, never anot
   verifiers (``audit``, ``tokens``, ``sessions``, ``oidc``, ``identity``, ``intake``, ``readiness``,
   ``telemetry``, ``http_guards``);
 - routers: ``health``, ``requests_api``, ``audit_api``, ``holds_api``, ``tokens_api``, ``forget_api``,
-  ``temporal_ui`` (the codec and the Temporal UI proxy), ``forget_pages``, ``login``, ``pages``;
+  ``temporal_ui`` (the codec and the Temporal UI proxy), ``forget_pages``, ``login``, ``pages``,
+  ``receipt_pages`` (the receipt's certificate, its PDF and the signed files: ``certificate``,
+  ``certificate_pdf``);
 - ``app`` assembles them; ``wiring`` builds the ``Console`` from settings; ``commands`` holds the CLI's
   ``serve``, ``token`` and ``audit`` commands.
 """
@@ -39,6 +41,7 @@ from console import (
     health,
     holds_api,
     pages,
+    receipt_pages,
     requests_api,
     tokens_api,
 )
@@ -99,6 +102,7 @@ def create_app(console: Console) -> FastAPI:
         mount(app, forget_pages.router, limits)
         mount(app, login_router(console.oidc_client_id, console.login_redirect_uri), limits)
         mount(app, pages.router, limits)
+        mount(app, receipt_pages.router, limits)
         if console.temporal_ui_upstream:
             mount(app, proxy_router(console.temporal_ui_upstream, console.temporal_ui_token), limits)
         app.add_middleware(

@@ -52,7 +52,8 @@ ACTIONS = (
     "extended",
     "hold_placed",
     "hold_released",
-    "receipt_downloaded",
+    "receipt_downloaded",  # the signed JSON (the API's too), the certificate's PDF, the physical attestation
+    "receipt_viewed",  # the receipt's certificate page opened (issue 42: it was logged as a download)
     "token_created",
     "token_revoked",
     "forget_previewed",  # item forgetting (issue 16): a staff member saw what a description resolves to

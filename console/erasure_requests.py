@@ -314,10 +314,17 @@ def _opened(console: Console, document: dict[str, Any]) -> OpenedDocument:
     return OpenedDocument(document, valid, why, body)
 
 
-async def open_receipt(console: Console, request_id: str, p: Principal) -> OpenedReceipt:
+async def open_receipt(
+    console: Console,
+    request_id: str,
+    p: Principal,
+    action: str = "receipt_downloaded",
+    detail: dict[str, Any] | None = None,
+) -> OpenedReceipt:
     """The request's stored receipt with its signature checked (a receipt that does not verify is shown
     as such, never as valid), where its physical clean-up stands and, once the platform's physical job
-    covered it, the signed physical attestation (checked the same way); the download is audited."""
+    covered it, the signed physical attestation (checked the same way); audited as ``action``: a download
+    (the API, the files), or ``receipt_viewed`` for the certificate page."""
     row = request_row(console, request_id, p, "receipts:read")
     document = await asyncio.to_thread(load_receipt, console.platform, row.request_id)
     if document is None:
@@ -326,7 +333,7 @@ async def open_receipt(console: Console, request_id: str, p: Principal) -> Opene
     physical = await asyncio.to_thread(read_physical, console.platform.pool, row.request_id, opened.body)
     attested = await asyncio.to_thread(load_attestation, console.platform.pool, row.request_id)
     attestation = _opened(console, attested) if attested is not None else None
-    console.audit.append(p.actor, "receipt_downloaded", request_id, {"signature_valid": opened.valid})
+    console.audit.append(p.actor, action, request_id, {**(detail or {}), "signature_valid": opened.valid})
     return OpenedReceipt(opened.document, opened.valid, opened.why, opened.body, physical, attestation)
 
 

@@ -1,7 +1,8 @@
 """The web console: server-rendered pages for people, logged in with OIDC (``console.login``).
 
 The request list with its dashboard, filing a request, a request's page (progress, decisions, extension,
-holds, receipt), the audit log and its CSV, API tokens. Every page and form declares its permission like
+holds, what its receipt says), the audit log and its CSV, API tokens (the receipt's own pages and files:
+``console.receipt_pages``). Every page and form declares its permission like
 the API's routes (deny by default, ``console.dependencies``); a page without a session redirects to
 ``/login``. Forms carry a per-session CSRF token (``console.rendering``). Live progress on a request's page
 is a small script polling that page's JSON view; everything works without it.
@@ -19,7 +20,6 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Depends, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from console.attestation_view import redacted, sees_evidence
 from console.audit import ACTIONS, AuditQuery
 from console.audit_export import EXPORT_ROWS, exported
 from console.context import Console, console_of
@@ -31,7 +31,6 @@ from console.dependencies import (
     PageFiles,
     PageHolds,
     PageReads,
-    PageReceipts,
     PageTokens,
 )
 from console.erasure_requests import (
@@ -42,7 +41,6 @@ from console.erasure_requests import (
     file_one,
     filed_with,
     listed,
-    open_receipt,
     request_detail,
     request_row,
     summary,
@@ -362,61 +360,6 @@ async def release_form(
     reason: Annotated[str, Form()] = "",
 ) -> Response:
     return await _hold_form(request, request_id, p, csrf, reason, False)
-
-
-@router.get("/requests/{request_id}/receipt", include_in_schema=False)
-async def receipt_page(request: Request, request_id: str, p: PageReceipts) -> HTMLResponse:
-    opened = await open_receipt(console_of(request), request_id, p)
-    pretty = json.dumps(opened.body, indent=2, sort_keys=True) if opened.body else ""
-    attestation = opened.attestation
-    full = sees_evidence(p)  # a requester sees the attestation without the stores' internal addresses
-    shown = None if attestation is None else attestation.body if full else redacted(attestation.body)
-    return render(
-        request,
-        "receipt.html",
-        p,
-        request_id=request_id,
-        valid=opened.valid,
-        why=opened.why,
-        body=pretty,
-        physical=opened.physical.line() if opened.physical else "",
-        attestation=None
-        if attestation is None
-        else {
-            "valid": attestation.valid,
-            "why": attestation.why,
-            "linked": opened.linked(),
-            "redacted": not full,
-            "body": json.dumps(shown, indent=2, sort_keys=True) if shown else "",
-        },
-    )
-
-
-@router.get("/requests/{request_id}/receipt.json", include_in_schema=False)
-async def receipt_download(request: Request, request_id: str, p: PageReceipts) -> JSONResponse:
-    opened = await open_receipt(console_of(request), request_id, p)
-    headers = {"Content-Disposition": f'attachment; filename="receipt-{request_id}.json"'}
-    return JSONResponse(opened.document, headers=headers)
-
-
-@router.get("/requests/{request_id}/physical.json", include_in_schema=False)
-async def attestation_download(request: Request, request_id: str, p: PageReceipts) -> JSONResponse:
-    """The signed physical attestation (issue 30), read with the receipt's permission; 404 while pending. A
-    requester downloads the redacted view (``console.attestation_view``): the claims, the console's check of
-    the signature, no store evidence or internal address, and no signature (a redacted copy cannot verify)."""
-    opened = await open_receipt(console_of(request), request_id, p)
-    if opened.attestation is None:
-        raise HTTPException(404, "no physical attestation yet")
-    if sees_evidence(p):
-        headers = {"Content-Disposition": f'attachment; filename="receipt-{request_id}.physical.json"'}
-        return JSONResponse(opened.attestation.document, headers=headers)
-    view = {
-        "redacted": redacted(opened.attestation.body),
-        "signature_valid": opened.attestation.valid,
-        "linked_to_receipt": opened.linked(),
-    }
-    headers = {"Content-Disposition": f'attachment; filename="receipt-{request_id}.physical.redacted.json"'}
-    return JSONResponse(view, headers=headers)
 
 
 @router.get("/audit", include_in_schema=False)

@@ -843,6 +843,7 @@ PAGES: dict[tuple[str, str], set[str]] = {
     ("POST", "/requests/{request_id}/cancel"): {"requester", "approver"},
     ("GET", "/requests/{request_id}/receipt"): {"requester", "approver", "auditor"},
     ("GET", "/requests/{request_id}/receipt.json"): {"requester", "approver", "auditor"},
+    ("GET", "/requests/{request_id}/receipt.pdf"): {"requester", "approver", "auditor"},  # the certificate
     ("GET", "/requests/{request_id}/physical.json"): {"requester", "approver", "auditor"},  # the attestation
     ("POST", "/requests/{request_id}/hold"): {"admin"},
     ("POST", "/requests/{request_id}/release"): {"admin"},

@@ -143,10 +143,17 @@ def test_file_approve_complete_receipt_and_decoded_temporal_ui(full_stack: Setti
     approver.get_by_role("link", name=re.compile("signed receipt", re.I)).wait_for(timeout=60_000)
     _shot(approver, "06-request-completed")
 
-    # the receipt, its signature checked by the console
+    # the receipt, its signature checked by the console, as a certificate in plain words (issue 42), and its PDF
     approver.get_by_role("link", name=re.compile("signed receipt", re.I)).click()
     approver.get_by_text("Signature valid").wait_for()
+    expect(approver.locator("#certificate-heading")).to_have_text("Certificate of erasure")
+    expect(approver.locator("#store-sessions")).to_contain_text(re.compile(r"Erased: \d+ session events"))
+    assert target not in approver.content()
     _shot(approver, "07-receipt")
+    with approver.expect_download() as fetched:
+        approver.locator("#pdf-link").click()
+    assert fetched.value.suggested_filename == f"receipt-{request_id}.pdf"
+    assert Path(fetched.value.path()).read_bytes().startswith(b"%PDF-")
 
     # the erasure in Temporal UI, through the console: its progress query decodes
     approver.goto(f"{base}/requests/{request_id}")
