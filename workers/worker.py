@@ -14,6 +14,7 @@ import contextlib
 import signal
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -24,6 +25,7 @@ from temporalio.worker import (
     ActivityInboundInterceptor,
     ActivityOutboundInterceptor,
     Interceptor,
+    PollerBehaviorSimpleMaximum,
     Worker,
     WorkerDeploymentConfig,
 )
@@ -50,6 +52,8 @@ from stores.platform import Platform
 from verifier.workflow import VerifierWorkflow
 from workers.credential_reload import TemporalCredentials
 from workers.logging_setup import get_logger
+from workers.settings import Settings
+from workers.settings.stack import ACTIVITY_SLOTS, TASK_POLLERS
 from workflows.erasure import ErasureWorkflow
 from workflows.expiry import ExpirySweepWorkflow
 from workflows.foreign_payloads import ForeignPayloads
@@ -139,6 +143,21 @@ def worker_interceptors(approvals: ApprovalStore, chaos_pause: float = 0.0) -> l
     return [StepBoundary(), *drill, ApprovalInterceptor(approvals), GracefulShutdown(), ForeignPayloads()]
 
 
+@dataclass(frozen=True)
+class WorkerCapacity:
+    """The erasure worker's activity slots and pollers (``ERASURE_MAX_CONCURRENT_ACTIVITIES``,
+    ``ERASURE_WORKFLOW_TASK_POLLERS``, ``ERASURE_ACTIVITY_TASK_POLLERS``): sized per pod by the platform team,
+    who scale the pods on the activities' schedule-to-start latency (deploy/k8s/base/hpa.yaml)."""
+
+    activities: int = ACTIVITY_SLOTS
+    workflow_pollers: int = TASK_POLLERS
+    activity_pollers: int = TASK_POLLERS
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> WorkerCapacity:
+        return cls(settings.max_concurrent_activities, settings.workflow_task_pollers, settings.activity_task_pollers)
+
+
 def build_worker(
     client: Client,
     task_queue: str,
@@ -148,17 +167,21 @@ def build_worker(
     activities: Sequence[Any] = (),
     deployment: WorkerDeploymentConfig | None = None,
     chaos_pause: float = 0.0,
+    capacity: WorkerCapacity = WorkerCapacity(),
 ) -> Worker:
     """``deployment``: the Worker Deployment version to poll as (``workers.versioning``); ``None``: unversioned.
-    ``chaos_pause``: crash drills only (``activities.crash_drill.CrashDrill``)."""
+    ``chaos_pause``: crash drills only (``activities.crash_drill.CrashDrill``). One activity thread per slot,
+    so a task the worker accepted never waits for a thread."""
     objects = list(activities) or activity_objects(platform, signing_seed)
     return Worker(
         client,
         task_queue=task_queue,
         workflows=workflows(),
         activities=activity_functions(objects),
-        activity_executor=ThreadPoolExecutor(max_workers=16, thread_name_prefix="erasure-activity"),
-        max_concurrent_activities=16,
+        activity_executor=ThreadPoolExecutor(max_workers=capacity.activities, thread_name_prefix="erasure-activity"),
+        max_concurrent_activities=capacity.activities,
+        workflow_task_poller_behavior=PollerBehaviorSimpleMaximum(maximum=capacity.workflow_pollers),
+        activity_task_poller_behavior=PollerBehaviorSimpleMaximum(maximum=capacity.activity_pollers),
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
         interceptors=worker_interceptors(platform.approvals, chaos_pause),
         # flush heartbeat details within a second, so a crash loses at most one batch of progress
@@ -199,30 +222,50 @@ def build_physical_worker(
 
 async def run_worker(
     client: Client,
-    task_queue: str,
+    task_queue: str | None,
     platform: Platform,
     signing_seed: bytes,
     chaos_pause: float = 0.0,
     credentials: TemporalCredentials | None = None,
     deployment: WorkerDeploymentConfig | None = None,
     physical_task_queue: str | None = None,
+    capacity: WorkerCapacity = WorkerCapacity(),
 ) -> None:
     """Run until SIGTERM or SIGINT; ``credentials`` (when given) keeps the worker's client on the Temporal
     certificate and API key files as they are now (``workers.credential_reload``). ``physical_task_queue``:
-    the physical clean-up job's worker runs beside the erasure's, on that queue with its own slots."""
-    worker = build_worker(client, task_queue, platform, signing_seed, deployment=deployment, chaos_pause=chaos_pause)
-    physical = (
-        build_physical_worker(client, physical_task_queue, platform, signing_seed, deployment=deployment)
-        if physical_task_queue
-        else None
-    )
+    the physical clean-up job's worker runs beside the erasure's, on that queue with its own slots; either
+    queue ``None``: that worker is not run here (``ERASURE_WORKER_RUNS``: a Deployment of its own runs it)."""
+    running = []
+    if task_queue is not None:
+        running.append(
+            build_worker(
+                client,
+                task_queue,
+                platform,
+                signing_seed,
+                deployment=deployment,
+                chaos_pause=chaos_pause,
+                capacity=capacity,
+            )
+        )
+    if physical_task_queue is not None:
+        running.append(
+            build_physical_worker(client, physical_task_queue, platform, signing_seed, deployment=deployment)
+        )
+    if not running:
+        raise ValueError("run_worker needs a task queue to poll")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     version = deployment.version.to_canonical_string() if deployment is not None else "unversioned"
-    log.info("worker_started", task_queue=task_queue, deployment_version=version)
-    running = [worker] if physical is None else [worker, physical]
+    log.info(
+        "worker_started",
+        task_queue=task_queue,
+        physical_task_queue=physical_task_queue,
+        activity_slots=capacity.activities if task_queue is not None else None,
+        deployment_version=version,
+    )
     async with contextlib.AsyncExitStack() as stack:
         for each in running:
             await stack.enter_async_context(each)

@@ -23,9 +23,10 @@ def _worker(args: argparse.Namespace, settings: Settings) -> int:
     from workers.credential_reload import TemporalCredentials
     from workers.temporal_client import connect
     from workers.versioning import deployment_config
-    from workers.worker import run_worker
+    from workers.worker import WorkerCapacity, run_worker
 
     deployment = deployment_config(settings)  # refused here, before anything connects
+    runs = settings.worker_runs  # all, or one of the two workers (each a Deployment of its own)
 
     async def main() -> None:
         client = await connect(settings, secrets, metrics_port=settings.metrics_port_int)
@@ -33,13 +34,14 @@ def _worker(args: argparse.Namespace, settings: Settings) -> int:
         with platform_for(settings) as platform:
             await run_worker(
                 client,
-                settings.task_queue,
+                settings.task_queue if runs != "physical" else None,
                 platform,
                 secrets.signing_key,
                 settings.chaos_pause_seconds,
                 credentials=credentials,
                 deployment=deployment,
-                physical_task_queue=settings.physical_task_queue,
+                physical_task_queue=settings.physical_task_queue if runs != "erasure" else None,
+                capacity=WorkerCapacity.from_settings(settings),
             )
 
     asyncio.run(main())

@@ -44,6 +44,7 @@ from workers.errors import ConfigError
 from workers.settings import reading
 from workers.settings.checks import CERTIFICATE_FILES, KEY_FILES, URL_LIST_RULES, URL_RULES, Checked
 from workers.settings.names import HEX_SECRETS, NOT_SETTINGS, PREFIX, SECRET_FILES, Port, var
+from workers.settings.ports import claimed_ports, overlap_problem
 from workers.temporal_env import standard_temporal
 
 __all__ = [
@@ -203,6 +204,9 @@ class Settings(Checked, BaseSettings):
         if bool(self.temporal_tls_cert_file) != bool(self.temporal_tls_key_file):
             raise ConfigError("ERASURE_TEMPORAL_TLS_CERT_FILE and ERASURE_TEMPORAL_TLS_KEY_FILE go together: set both")
         self._check_temporal_oauth()
+        ports = overlap_problem(claimed_ports(self))
+        if ports:
+            raise ConfigError(ports)
         if self.mode == "production":
             missing = [reading.or_standard(var(name)) for name in required_in_production() if not self._plain(name)]
             if missing:

@@ -1,5 +1,5 @@
 """The mode, the local state directory and Temporal: its frontend, its UI (and who may reach the codec
-through it), TLS, the task queues and worker versioning."""
+through it), TLS, the task queues, the worker's slots and pollers, and worker versioning."""
 
 from __future__ import annotations
 
@@ -8,6 +8,10 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr
 
 from workers.settings.names import REQUIRED_IN_PRODUCTION, Port, file_help
+
+#: the erasure worker's activity slots and its pollers of each kind, unless set (the pollers: the SDK's default)
+ACTIVITY_SLOTS = 16
+TASK_POLLERS = 5
 
 
 class StackSettings(BaseModel):
@@ -101,6 +105,27 @@ class StackSettings(BaseModel):
         default="erasure-physical",
         min_length=1,
         description="Task queue of the physical clean-up job (its own slots: it never takes an erasure's).",
+    )
+    worker_runs: Literal["all", "erasure", "physical"] = Field(
+        default="all",
+        description="Which workers 'erasure worker' runs: all (the erasure's on ERASURE_TASK_QUEUE and the physical "
+        "job's on ERASURE_PHYSICAL_TASK_QUEUE), erasure or physical (one each, for a Deployment of its own).",
+    )
+    max_concurrent_activities: int = Field(
+        default=ACTIVITY_SLOTS,
+        ge=1,
+        le=1000,
+        description="Activity slots of the erasure worker (one thread each): activities one process runs at once. "
+        "The physical job's worker keeps its own 2.",
+    )
+    workflow_task_pollers: int = Field(
+        default=TASK_POLLERS,
+        ge=2,
+        le=100,
+        description="Most concurrent workflow task polls of the erasure worker (at least 2: sticky and normal).",
+    )
+    activity_task_pollers: int = Field(
+        default=TASK_POLLERS, ge=1, le=100, description="Most concurrent activity task polls of the erasure worker."
     )
     worker_deployment_name: str = Field(
         default="",

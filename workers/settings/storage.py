@@ -47,7 +47,9 @@ class StorageSettings(BaseModel):
         json_schema_extra=REQUIRED_IN_PRODUCTION,
     )
     s3_port: Port = Field(
-        default=8333, description="Port of the local SeaweedFS S3 gateway (its other ports follow it)."
+        default=8333,
+        description="Port of the local SeaweedFS S3 gateway; SeaweedFS also takes the seven ports after it "
+        "(checked at start: no other port setting may fall in them).",
     )
     aws_ca_bundle: str = Field(
         default="",

@@ -17,6 +17,7 @@ from stores.infra.aws_clients import kms_client, s3_client
 from workers.errors import StackError
 from workers.kms_key import local_key_state
 from workers.settings import Settings
+from workers.settings.ports import S3_PORT_BLOCK
 from workers.stack.process import ManagedProcess, port_answers
 from workers.wiring import aws_endpoints as aws_endpoints  # re-exported; it lives with the production wiring
 
@@ -412,7 +413,7 @@ class S3Part(Part):
 
     def _ports(self) -> list[int]:
         base = self.settings.ports["s3"]
-        return [base + i for i in range(8)]
+        return list(range(base, base + S3_PORT_BLOCK))  # each claimed by ERASURE_S3_PORT (workers.settings.ports)
 
     def process(self) -> ManagedProcess:
         s3, master, master_grpc, vol, vol_grpc, filer, filer_grpc, s3_grpc = self._ports()
