@@ -21,6 +21,9 @@ from workflows.contracts.search_attributes import cli_flags
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
+#: the manifests as written (the overlays render them: tests/unit/test_deploy_kustomize.py)
+BASE = K8S / "base"
+OVERLAYS = ("local", "production")
 
 #: The worker's graceful shutdown timeout: in-flight activities get this long after SIGTERM.
 GRACEFUL_SHUTDOWN_SECONDS = 30
@@ -79,16 +82,25 @@ def _service_env(service: dict[str, Any]) -> dict[str, str | None]:
     return result
 
 
+def _base_files() -> list[Path]:
+    """The base's manifests: every resource its kustomization lists, and no other file."""
+    kustomization = _yaml_docs(BASE / "kustomization.yaml")[0]
+    listed = sorted(BASE / name for name in kustomization["resources"])
+    on_disk = sorted(p for p in BASE.glob("*.yaml") if p.name != "kustomization.yaml")
+    assert listed == on_disk, "deploy/k8s/base: a manifest the kustomization does not list, or the reverse"
+    return listed
+
+
 def _k8s_docs() -> list[dict[str, Any]]:
     docs: list[dict[str, Any]] = []
-    for path in sorted(K8S.glob("*.yaml")):
+    for path in _base_files():
         docs += _yaml_docs(path)
     return docs
 
 
 def _k8s(kind: str, name: str | None = None) -> dict[str, Any]:
     found = [d for d in _k8s_docs() if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
-    assert len(found) == 1, f"expected one {kind} {name or ''} in deploy/k8s, found {len(found)}"
+    assert len(found) == 1, f"expected one {kind} {name or ''} in deploy/k8s/base, found {len(found)}"
     return found[0]
 
 
@@ -104,14 +116,14 @@ def _containers(pod_spec: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _all_workloads() -> Iterator[dict[str, Any]]:
-    """Every workload in deploy/k8s, Temporal UI included."""
+    """Every workload in deploy/k8s/base, Temporal UI included."""
     for doc in _k8s_docs():
         if doc["kind"] in ("Deployment", "Job", "StatefulSet", "DaemonSet"):
             yield doc
 
 
 def _workloads() -> Iterator[dict[str, Any]]:
-    """The workloads running the orchestrator's image (worker, setup job, console)."""
+    """The workloads running the orchestrator's image (workers, setup job, console)."""
     for doc in _all_workloads():
         if doc["metadata"]["labels"].get("app.kubernetes.io/name") == "erasure-orchestrator":
             yield doc
@@ -163,15 +175,22 @@ def test_deploy_has_the_expected_files() -> None:
         "Dockerfile",
         "compose.yaml",
         "README.md",
-        "k8s/configmap.yaml",
-        "k8s/secret.example.yaml",
-        "k8s/deployment.yaml",
-        "k8s/job-setup.yaml",
-        "k8s/serviceaccount.yaml",
-        "k8s/console.yaml",
-        "k8s/temporal-ui.yaml",
-        "k8s/pdb.yaml",
-        "k8s/networkpolicy.yaml",
+        "k8s/base/kustomization.yaml",
+        "k8s/base/configmap.yaml",
+        "k8s/base/worker.yaml",
+        "k8s/base/hpa.yaml",
+        "k8s/base/physical-worker.yaml",
+        "k8s/base/job-setup.yaml",
+        "k8s/base/serviceaccount.yaml",
+        "k8s/base/console.yaml",
+        "k8s/base/temporal-ui.yaml",
+        "k8s/base/pdb.yaml",
+        "k8s/base/networkpolicy.yaml",
+        "k8s/overlays/local/kustomization.yaml",
+        "k8s/overlays/local/secrets/README.md",
+        "k8s/overlays/production/kustomization.yaml",
+        "k8s/overlays/production/secrets/README.md",
+        "k8s/prometheus-adapter/values.yaml",
         "idp/keycloak-realm.json",
         "iam/worker-policy.json",
         "iam/worker-policy-per-user-keys.json",
@@ -211,7 +230,7 @@ def test_temporal_frontend_requires_client_certificates_and_only_the_orchestrato
     writers = {c for c, perms in granted.items() if any(p.split(":")[1] in ("write", "admin") for p in perms)}
     assert writers == {"erasure-worker-temporal", "erasure-console-temporal"}
     assert granted["temporal-ui-reader"] == ["default:read"]
-    manifests = "".join((K8S / f).read_text() for f in ("deployment.yaml", "console.yaml", "configmap.yaml"))
+    manifests = "".join((BASE / f).read_text() for f in ("worker.yaml", "console.yaml", "configmap.yaml"))
     for client_id in granted:
         assert f'"{client_id}"' in manifests
     readme = (DEPLOY / "README.md").read_text()
@@ -226,7 +245,11 @@ def test_every_yaml_file_parses(path: Path) -> None:
     assert docs, f"{path} holds no YAML document"
     for doc in docs:
         assert isinstance(doc, dict)
-        if path.is_relative_to(K8S):
+        if path.name == "kustomization.yaml":
+            assert (doc["apiVersion"], doc["kind"]) == ("kustomize.config.k8s.io/v1beta1", "Kustomization"), path
+        elif path.is_relative_to(K8S / "prometheus-adapter"):
+            assert doc["rules"]["external"], f"{path}: the adapter's rules"
+        elif path.is_relative_to(K8S):  # a manifest of the base, or an overlay's patch of one
             assert {"apiVersion", "kind", "metadata"} <= doc.keys(), f"{path}: not a Kubernetes object"
             assert doc["metadata"].get("name")
 
@@ -304,9 +327,24 @@ def test_compose_sets_every_setting_required_in_production(service: str) -> None
 SECRETS_MOUNT = "/etc/erasure/secrets"
 
 
+def _generated_secret_keys(overlay: str) -> set[str]:
+    """The keys of the Secret an overlay generates from its files (``secretGenerator``), read as data."""
+    kustomization = _yaml_docs(K8S / "overlays" / overlay / "kustomization.yaml")[0]
+    (generator,) = [g for g in kustomization.get("secretGenerator", []) if g["name"] == "erasure-secrets"]
+    assert set(generator) <= {"name", "files"}, "the Secret comes from files only (no literals, no env file)"
+    keys = []
+    for entry in generator["files"]:
+        key, _, path = str(entry).rpartition("=")
+        assert path.startswith("secrets/"), f"{overlay}: {path} is not in the overlay's git-ignored secrets/"
+        keys.append(key or Path(path).name)
+    return set(keys)
+
+
 def _secret_keys() -> set[str]:
-    doc = _k8s("Secret", "erasure-secrets")
-    return set((doc.get("stringData") or {}).keys()) | set((doc.get("data") or {}).keys())
+    """The Secret's keys, the same in every overlay."""
+    keys = {overlay: _generated_secret_keys(overlay) for overlay in OVERLAYS}
+    assert len({frozenset(k) for k in keys.values()}) == 1, f"the overlays' Secrets differ: {keys}"
+    return keys[OVERLAYS[0]]
 
 
 def test_k8s_configmap_and_mounted_secret_files_set_every_required_setting() -> None:
@@ -347,12 +385,16 @@ def test_compose_secrets_come_from_interpolation_never_literal() -> None:
         assert re.search(r"://[^:/@]+:\$\{[A-Z0-9_]+:\?[^}]+\}@", url), f"{service}: literal DB password"
 
 
-def test_k8s_secret_example_holds_placeholders_only() -> None:
-    values = _k8s("Secret", "erasure-secrets").get("stringData") or {}
-    assert values
-    for var, value in values.items():
-        assert "REPLACE_ME" in value, f"{var}: the example Secret must hold a marked placeholder"
-        assert not re.search(r"[0-9a-f]{32,}", value), f"{var}: looks like a real key"
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_k8s_secret_files_are_never_committed(overlay: str) -> None:
+    """The Secret's files live in the overlay's secrets/, which git ignores but for its README and .gitignore;
+    the README names every key the overlay's Secret is generated with."""
+    secrets = K8S / "overlays" / overlay / "secrets"
+    assert (secrets / ".gitignore").read_text().split() == ["*", "!.gitignore", "!README.md"]
+    readme = (secrets / "README.md").read_text()
+    for key in _generated_secret_keys(overlay):
+        assert f"`{key}`" in readme, f"{overlay}/secrets/README.md does not say what {key} holds"
+    assert not any(DEPLOY.rglob("secret.example.yaml")), "a Secret with values in git: generate it from files"
 
 
 def test_k8s_workloads_take_settings_from_the_configmap_and_secrets_as_files() -> None:
@@ -504,9 +546,32 @@ def test_duration_parser(value: str | int, seconds: float | None) -> None:
 # ----- Kubernetes -------------------------------------------------------------------------------------
 
 
+def _autoscaler_of(deployment: dict[str, Any]) -> dict[str, Any] | None:
+    scalers = [
+        d
+        for d in _k8s_docs()
+        if d["kind"] == "HorizontalPodAutoscaler"
+        and (d["spec"]["scaleTargetRef"]["kind"], d["spec"]["scaleTargetRef"]["name"])
+        == ("Deployment", deployment["metadata"]["name"])
+    ]
+    assert len(scalers) <= 1
+    return scalers[0] if scalers else None
+
+
+def _least_replicas(deployment: dict[str, Any]) -> int:
+    """The fewest pods a Deployment runs: its autoscaler's minimum when it has one (then the Deployment states
+    no ``replicas``, which every apply would otherwise reset), else its ``replicas``."""
+    scaler = _autoscaler_of(deployment)
+    if scaler is not None:
+        assert "replicas" not in deployment["spec"], f"{deployment['metadata']['name']}: replicas is the autoscaler's"
+        return int(scaler["spec"]["minReplicas"])
+    return int(deployment["spec"].get("replicas", 1))
+
+
 def test_k8s_deployment() -> None:
     deployment = _k8s("Deployment", "erasure-worker")
-    assert deployment["spec"]["replicas"] == 2
+    assert _autoscaler_of(deployment) is not None, "the worker scales on its metrics (hpa.yaml)"
+    assert _least_replicas(deployment) == 2
     spec = _pod_spec(deployment)
     assert spec["securityContext"]["runAsNonRoot"] is True
     assert spec["securityContext"].get("runAsUser", 1) != 0
@@ -520,6 +585,30 @@ def test_k8s_deployment() -> None:
     probe = container["startupProbe"]
     assert probe["exec"]["command"] == ["erasure", "worker", "--check"]
     assert probe["timeoutSeconds"] >= 30, "the check reaches four services; give it time"
+
+
+def test_k8s_the_two_workers_each_run_one_queue_and_the_worker_sizes_its_slots() -> None:
+    """The erasure's worker (scaled) and the physical job's (one pod) are Deployments of their own: each runs
+    ``erasure worker`` for its queue only, and the erasure worker's slots and pollers are settings it is given."""
+    from workers.settings import Settings
+
+    runs = {}
+    for name in ("erasure-worker", "erasure-physical-worker"):
+        (container,) = _pod_spec(_k8s("Deployment", name))["containers"]
+        assert container["args"] == ["erasure", "worker"]
+        runs[name] = _env_of(container)
+    assert runs["erasure-worker"]["ERASURE_WORKER_RUNS"] == "erasure"
+    assert runs["erasure-physical-worker"]["ERASURE_WORKER_RUNS"] == "physical"
+    assert _k8s("Deployment", "erasure-physical-worker")["spec"]["replicas"] == 1
+    sizing = {k: v for k, v in runs["erasure-worker"].items() if k.endswith(("_ACTIVITIES", "_POLLERS"))}
+    assert set(sizing) == {
+        "ERASURE_MAX_CONCURRENT_ACTIVITIES",
+        "ERASURE_WORKFLOW_TASK_POLLERS",
+        "ERASURE_ACTIVITY_TASK_POLLERS",
+    }
+    Settings.from_env(sizing)  # valid values
+    for name in ("erasure-worker", "erasure-physical-worker"):  # each release's pair: the same build id
+        assert runs[name]["ERASURE_WORKER_BUILD_ID"] == "TAG"
 
 
 def test_k8s_setup_job_migrates_then_installs_schedules() -> None:
@@ -714,7 +803,7 @@ def test_compose_console_service() -> None:
     assert env["ERASURE_TEMPORAL_UI_UPSTREAM"] == "http://temporal-ui:8080"
     assert ui_env["TEMPORAL_UI_PUBLIC_PATH"] == PROXY_PREFIX
     console_url = env["ERASURE_CONSOLE_URL"] or ""
-    assert ui_env["TEMPORAL_CODEC_ENDPOINT"] + "/decode" == console_url + CODEC_PATH
+    assert (ui_env["TEMPORAL_CODEC_ENDPOINT"] or "") + "/decode" == console_url + CODEC_PATH
     assert "ports" not in ui, "Temporal UI is reached through the console, not on a port of its own"
     for service in ("worker", "setup", "console"):
         assert _service_env(_service(service))["ERASURE_TEMPORAL_UI_URL"] == console_url + PROXY_PREFIX
@@ -793,9 +882,10 @@ def test_every_long_running_container_has_a_liveness_and_a_readiness_probe(deplo
         assert {"readinessProbe", "startupProbe"} & container.keys(), f"{deployment['metadata']['name']}: readiness"
 
 
-def test_worker_liveness_is_not_the_readiness_check() -> None:
+@pytest.mark.parametrize("name", ["erasure-worker", "erasure-physical-worker"])
+def test_worker_liveness_is_not_the_readiness_check(name: str) -> None:
     """An outage of Postgres or KMS must not restart every worker: liveness asks the process, not the services."""
-    (container,) = _pod_spec(_k8s("Deployment", "erasure-worker"))["containers"]
+    (container,) = _pod_spec(_k8s("Deployment", name))["containers"]
     liveness = container["livenessProbe"]
     assert "exec" not in liveness
     port = _named_port(container, liveness["tcpSocket"]["port"])
@@ -811,10 +901,11 @@ def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
 def test_every_replicated_deployment_has_a_disruption_budget(deployment: dict[str, Any]) -> None:
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     budgets = [d for d in _k8s_docs() if d["kind"] == "PodDisruptionBudget" and _selects(d["spec"]["selector"], labels)]
-    if deployment["spec"]["replicas"] < 2:
-        return  # a budget would block every drain
+    if _least_replicas(deployment) < 2:
+        assert not budgets, "with one replica a budget would block every drain"
+        return
     assert len(budgets) == 1, f"{deployment['metadata']['name']}: {len(budgets)} disruption budgets"
-    assert 1 <= budgets[0]["spec"]["minAvailable"] < deployment["spec"]["replicas"]
+    assert 1 <= budgets[0]["spec"]["minAvailable"] < _least_replicas(deployment)
 
 
 def _policies_for(labels: dict[str, str]) -> list[dict[str, Any]]:
@@ -840,9 +931,11 @@ def _allowed_ports(labels: dict[str, str]) -> set[int]:
 def test_network_policies_open_exactly_the_served_ports() -> None:
     console = _k8s("Deployment", "erasure-console")["spec"]["template"]["metadata"]["labels"]
     worker = _k8s("Deployment", "erasure-worker")["spec"]["template"]["metadata"]["labels"]
+    physical = _k8s("Deployment", "erasure-physical-worker")["spec"]["template"]["metadata"]["labels"]
     setup = _k8s("Job", "erasure-setup")["spec"]["template"]["metadata"]["labels"]
     assert _allowed_ports(console) == {_named_port(_console_container(), n) for n in ("http", "metrics")}
     assert _allowed_ports(worker) == {9464}
+    assert _allowed_ports(physical) == {9464}
     assert _allowed_ports(setup) == set()
     ui = _k8s("Deployment", "temporal-ui")["spec"]["template"]["metadata"]["labels"]
     (ui_policy,) = _policies_for(ui)
@@ -862,7 +955,7 @@ def test_k8s_manifests_pass_kubernetes_validate_strict() -> None:
     )
     if tool is None:
         pytest.skip("kubernetes-validate is not installed (pip install -e '.[dev]')")
-    files = sorted(str(p) for p in K8S.glob("*.yaml"))
+    files = [str(p) for p in _base_files()]  # the overlays, rendered: tests/unit/test_deploy_kustomize.py
     result = subprocess.run(
         [tool, "--strict", "--quiet", *files], capture_output=True, text=True, timeout=120, check=False
     )

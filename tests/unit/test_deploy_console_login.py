@@ -14,16 +14,28 @@ from typing import Any
 import yaml
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+BASE = DEPLOY / "k8s" / "base"
 MOUNT = "/etc/erasure/secrets"
 CONSOLE_FILE = f"{MOUNT}/console-database-url"
 
 
 def _k8s(kind: str, name: str) -> dict[str, Any]:
-    for path in sorted((DEPLOY / "k8s").glob("*.yaml")):
+    for path in sorted(BASE.glob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text()):
-            if doc and doc["kind"] == kind and doc["metadata"]["name"] == name:
+            if doc and doc.get("kind") == kind and doc["metadata"]["name"] == name:
                 return dict(doc)
-    raise AssertionError(f"no {kind} {name} in deploy/k8s")
+    raise AssertionError(f"no {kind} {name} in deploy/k8s/base")
+
+
+def _secret_keys(overlay: str) -> set[str]:
+    """The keys of the Secret the overlay generates from its files (one file per key)."""
+    kustomization = yaml.safe_load((DEPLOY / "k8s" / "overlays" / overlay / "kustomization.yaml").read_text())
+    (generator,) = [g for g in kustomization["secretGenerator"] if g["name"] == "erasure-secrets"]
+    keys = set()
+    for entry in map(str, generator["files"]):  # FILE, or KEY=FILE
+        key, _, path = entry.rpartition("=")
+        keys.add(key or Path(path).name)
+    return keys
 
 
 def _compose_services() -> dict[str, Any]:
@@ -50,8 +62,8 @@ def test_k8s_console_mounts_its_own_login_and_not_the_owners() -> None:
     missing = {name: path for name, path in files.items() if path.removeprefix(MOUNT + "/") not in projected}
     assert not missing, f"the console is told to read files its pods do not mount: {missing}"
 
-    keys = set(_k8s("Secret", "erasure-secrets")["stringData"])
-    assert projected <= keys
+    for overlay in ("local", "production"):
+        assert projected <= _secret_keys(overlay), overlay
 
 
 def test_compose_console_connects_as_its_own_login_made_after_the_migrations() -> None:
