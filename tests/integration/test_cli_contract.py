@@ -48,10 +48,13 @@ async def test_every_data_command_answers_one_json_document_without_the_raw_id(
     assert filed_held["waits"]["on_hold"] is True  # said at filing
     assert filed_held["waits"]["earliest_end"] is None
 
-    filed = await _json(saga, temporal_env, "request", "--app", APP, "--user", users[0], "--reason", "contract")
+    filed = await _json(
+        saga, temporal_env, "request", "--app", APP, "--user", users[0], "--reason", "contract", "--wait"
+    )
     assert isinstance(filed, dict)
     assert filed["waits"]["on_hold"] is False
     assert filed["waits"]["ingestion_delay_seconds"] == saga.settings.ingestion_delay
+    assert filed["status"] == "completed"  # --wait with --json: followed quietly, one document at the end
     request_id = str(filed["request_id"])
     assert (await saga.result(request_id)).status == "completed"
 

@@ -15,7 +15,7 @@ from workers.errors import ExitCode, NotFoundError
 from workers.settings import Settings
 
 
-async def _follow(client: Any, request_id: str, interval: float = 0.5) -> str:
+async def _follow(client: Any, request_id: str, interval: float = 0.5, *, show: bool = True) -> str:
     from workers.progress_view import LiveDisplay, render
     from workers.service import progress
 
@@ -23,7 +23,8 @@ async def _follow(client: Any, request_id: str, interval: float = 0.5) -> str:
     while True:
         current = await progress(client, request_id)
         if current is not None:
-            display.show(render(current))
+            if show:
+                display.show(render(current))
             if current.stage == "done" or current.status in ("failed",):
                 return current.status
         await asyncio.sleep(interval)
@@ -89,7 +90,8 @@ def _request(args: argparse.Namespace, settings: Settings) -> int:
             held = platform.requests.active_hold(filed.subject_key) is not None
         waits = waits_at_filing(held, settings.ingestion_delay, datetime.now(UTC))
         link = ui_link(settings, filed.request_id)
-        if args.json and not args.wait:
+        if args.json:  # with --wait: followed quietly, then one document with the final status
+            status = await _follow(client, filed.request_id, show=False) if args.wait else None
             print_json(
                 {
                     "request_id": filed.request_id,
@@ -98,9 +100,10 @@ def _request(args: argparse.Namespace, settings: Settings) -> int:
                     "due_at": filed.due_at,
                     "waits": waits,
                     "temporal_ui": link,
+                    **({"status": status} if args.wait else {}),
                 }
             )
-            return ExitCode.OK
+            return ExitCode.OK if status in (None, "completed") else ExitCode.NOT_DONE
         verb = "attached to the running request" if filed.attached else "filed"
         print(f"{verb}: {filed.request_id}  (subject {filed.subject_key}, due {filed.due_at:%Y-%m-%d})")
         print("\n".join(_said(waits)) or "  waits: nothing (no hold; no ingestion delay)")
